@@ -1,0 +1,359 @@
+/* config.c: defaults and command-line parsing (native options and virtiofsd's -o forms). */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "device.h"
+#include "log.h"
+
+void config_init(Config *c) {
+        *c = (Config) {
+                .listen_fd = -1,
+                .n_request_queues = 1,
+                .log_level = LOG_INFO,
+                .thread_pool_size = -1,
+                .fs = FS_OPTIONS_DEFAULT,
+        };
+}
+
+void config_done(Config *c) {
+        free(c->socket_path);
+        free(c->socket_group);
+        free(c->shared_dir);
+        free(c->threads);
+        free(c->sandbox);
+        free(c->seccomp);
+        free(c->instance);
+        *c = (Config) {};
+}
+
+static void help(void) {
+        printf("Usage: vufsd [OPTIONS] --shared-dir DIR (--socket-path PATH | --fd N | socket activation)\n"
+               "\n"
+               "A virtio-fs vhost-user backend: serves DIR to a virtual machine over the vhost-user\n"
+               "socket QEMU connects to.\n"
+               "\n"
+               "Listening (exactly one):\n"
+               "  --socket-path=PATH        create and listen on a unix socket (locked by PATH.lock;\n"
+               "                            a stale socket is replaced)\n"
+               "  --fd=N                    serve on an already listening socket (libvirt)\n"
+               "  (none)                    systemd socket activation (LISTEN_FDS)\n"
+               "  --socket-group=GROUP      group owning the socket created by --socket-path\n"
+               "  --keep-listening          accept a new frontend after a disconnect instead of exiting\n"
+               "\n"
+               "Filesystem:\n"
+               "  --shared-dir=DIR          the directory to share (required)\n"
+               "  --cache=never|metadata|auto|always\n"
+               "                            cache policy (default auto; \"none\" means never)\n"
+               "  --num-request-queues=N    request queues served, 1..%d (default 1)\n"
+               "  -o OPT[,OPT...]           virtiofsd-compatible options: source=DIR, cache=POLICY,\n"
+               "                            timeout=SECONDS, xattr|no_xattr, flock|no_flock,\n"
+               "                            posix_lock|no_posix_lock, readdirplus|no_readdirplus,\n"
+               "                            writeback|no_writeback, sandbox=MODE, log_level=LEVEL\n"
+               "  --xattr                   enable extended attributes\n"
+               "  --readonly                refuse every change (EROFS)\n"
+               "\n"
+               "Threads:\n"
+               "  --thread-pool-size=N      0 handles requests in the queue thread (default)\n"
+               "  --threads=inline|pool|auto\n"
+               "\n"
+               "Other:\n"
+               "  --sandbox=namespace|chroot|none\n"
+               "  --rlimit-nofile=N         open-file limit to set\n"
+               "  --log-level=LEVEL         err, warning, notice, info (default), debug\n"
+               "  -d, --debug               same as --log-level=debug\n"
+               "  --print-capabilities      print the vhost-user backend capabilities (JSON) and exit\n"
+               "  -h, --help                show this help\n"
+               "  -V, --version             show the version\n",
+               DEVICE_MAX_REQUEST_QUEUES);
+}
+
+static int set_string(char **dst, const char *v) {
+        char *s = strdup(v);
+        if (!s)
+                return -ENOMEM;
+        free(*dst);
+        *dst = s;
+        return 0;
+}
+
+static int parse_uint(const char *s, uint64_t max, uint64_t *ret) {
+        char *end;
+        unsigned long long v;
+
+        if (!s || !*s || *s == '-')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || *end || v > max)
+                return -ERANGE;
+        *ret = v;
+        return 0;
+}
+
+static int set_cache(Config *c, const char *v) {
+        CachePolicy p = cache_policy_from_string(v);
+        if (p < 0) {
+                fprintf(stderr, "vufsd: unknown cache policy \"%s\" (never, metadata, auto, always)\n", v);
+                return -EINVAL;
+        }
+        c->fs.cache = p;
+        return 0;
+}
+
+static int set_log_level(Config *c, const char *v) {
+        int l = log_level_from_string(v);
+        if (l < 0) {
+                fprintf(stderr, "vufsd: unknown log level \"%s\"\n", v);
+                return -EINVAL;
+        }
+        c->log_level = l;
+        return 0;
+}
+
+/* One "-o" option in the C virtiofsd's syntax. */
+static int parse_o_option(Config *c, char *opt) {
+        static const struct {
+                const char *name;
+                size_t offset;
+        } bools[] = {
+                { "xattr", offsetof(Config, fs.xattr) },
+                { "flock", offsetof(Config, fs.flock) },
+                { "posix_lock", offsetof(Config, fs.posix_lock) },
+                { "readdirplus", offsetof(Config, fs.readdirplus) },
+                { "writeback", offsetof(Config, fs.writeback) },
+                { "announce_submounts", offsetof(Config, fs.announce_submounts) },
+                { "allow_direct_io", offsetof(Config, fs.allow_direct_io) },
+                { "killpriv_v2", offsetof(Config, fs.killpriv_v2) },
+                { "posix_acl", offsetof(Config, fs.posix_acl) },
+                { "security_label", offsetof(Config, fs.security_label) },
+                { "readonly", offsetof(Config, fs.readonly) },
+        };
+        char *val = strchr(opt, '=');
+        uint64_t u;
+
+        if (val)
+                *val++ = '\0';
+        if (val) {
+                if (streq(opt, "source"))
+                        return set_string(&c->shared_dir, val);
+                if (streq(opt, "cache"))
+                        return set_cache(c, val);
+                if (streq(opt, "sandbox"))
+                        return set_string(&c->sandbox, val);
+                if (streq(opt, "log_level"))
+                        return set_log_level(c, val);
+                if (streq(opt, "timeout")) {
+                        char *end;
+                        double t = strtod(val, &end);
+                        if (*end || t < 0 || t > 1e9)
+                                goto bad;
+                        c->fs.timeout = t;
+                        return 0;
+                }
+                if (streq(opt, "thread_pool_size")) {
+                        if (parse_uint(val, 1024, &u) < 0)
+                                goto bad;
+                        c->thread_pool_size = (int) u;
+                        return 0;
+                }
+                goto bad;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(bools); i++) {
+                bool *b = (bool *) ((char *) c + bools[i].offset);
+                if (streq(opt, bools[i].name)) {
+                        *b = true;
+                        return 0;
+                }
+                if (strncmp(opt, "no_", 3) == 0 && streq(opt + 3, bools[i].name)) {
+                        *b = false;
+                        return 0;
+                }
+        }
+        /* Accepted for compatibility; they describe what vufsd does anyway. */
+        if (streq(opt, "norace") || streq(opt, "no_posix_acl") || streq(opt, "allow_root"))
+                return 0;
+bad:
+        fprintf(stderr, "vufsd: unknown or invalid option \"-o %s%s%s\"\n", opt, val ? "=" : "", val ?: "");
+        return -EINVAL;
+}
+
+static int parse_o(Config *c, const char *arg) {
+        _cleanup_free_ char *copy = strdup(arg);
+        char *save = NULL;
+
+        if (!copy)
+                return -ENOMEM;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                int r = parse_o_option(c, t);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static void print_capabilities(void) {
+        /* The vhost-user backend description libvirt reads; only what is really implemented. */
+        printf("{\n  \"type\": \"fs\"\n}\n");
+}
+
+int config_parse_argv(Config *c, int argc, char *argv[]) {
+        enum {
+                ARG_SOCKET_PATH = 0x100,
+                ARG_FD,
+                ARG_SOCKET_GROUP,
+                ARG_SHARED_DIR,
+                ARG_CACHE,
+                ARG_QUEUES,
+                ARG_KEEP_LISTENING,
+                ARG_LOG_LEVEL,
+                ARG_THREAD_POOL_SIZE,
+                ARG_THREADS,
+                ARG_SANDBOX,
+                ARG_SECCOMP,
+                ARG_RLIMIT_NOFILE,
+                ARG_XATTR,
+                ARG_READONLY,
+                ARG_PRINT_CAPS,
+                ARG_INSTANCE,
+        };
+        static const struct option options[] = {
+                { "socket-path", required_argument, NULL, ARG_SOCKET_PATH },
+                { "fd", required_argument, NULL, ARG_FD },
+                { "socket-group", required_argument, NULL, ARG_SOCKET_GROUP },
+                { "shared-dir", required_argument, NULL, ARG_SHARED_DIR },
+                { "cache", required_argument, NULL, ARG_CACHE },
+                { "num-request-queues", required_argument, NULL, ARG_QUEUES },
+                { "keep-listening", no_argument, NULL, ARG_KEEP_LISTENING },
+                { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+                { "thread-pool-size", required_argument, NULL, ARG_THREAD_POOL_SIZE },
+                { "threads", required_argument, NULL, ARG_THREADS },
+                { "sandbox", required_argument, NULL, ARG_SANDBOX },
+                { "seccomp", required_argument, NULL, ARG_SECCOMP },
+                { "rlimit-nofile", required_argument, NULL, ARG_RLIMIT_NOFILE },
+                { "xattr", no_argument, NULL, ARG_XATTR },
+                { "readonly", no_argument, NULL, ARG_READONLY },
+                { "print-capabilities", no_argument, NULL, ARG_PRINT_CAPS },
+                { "instance", required_argument, NULL, ARG_INSTANCE },
+                { "debug", no_argument, NULL, 'd' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {}
+        };
+        uint64_t u;
+        int opt, r = 0;
+
+        optind = 0; /* reset getopt: config_parse_argv may run more than once (tests) */
+        while ((opt = getopt_long(argc, argv, "hVdo:", options, NULL)) >= 0) {
+                switch (opt) {
+                case 'h':
+                        help();
+                        return 1;
+                case 'V':
+                        printf("vufsd %s\n", PACKAGE_VERSION);
+                        return 1;
+                case ARG_PRINT_CAPS:
+                        print_capabilities();
+                        return 1;
+                case 'd':
+                        c->log_level = LOG_DEBUG;
+                        break;
+                case 'o':
+                        r = parse_o(c, optarg);
+                        break;
+                case ARG_SOCKET_PATH:
+                        r = set_string(&c->socket_path, optarg);
+                        break;
+                case ARG_FD:
+                        if (parse_uint(optarg, INT32_MAX, &u) < 0) {
+                                fprintf(stderr, "vufsd: --fd needs a file descriptor number, got \"%s\"\n", optarg);
+                                return -EINVAL;
+                        }
+                        c->listen_fd = (int) u;
+                        break;
+                case ARG_SOCKET_GROUP:
+                        r = set_string(&c->socket_group, optarg);
+                        break;
+                case ARG_SHARED_DIR:
+                        r = set_string(&c->shared_dir, optarg);
+                        break;
+                case ARG_CACHE:
+                        r = set_cache(c, optarg);
+                        break;
+                case ARG_QUEUES:
+                        if (parse_uint(optarg, DEVICE_MAX_REQUEST_QUEUES, &u) < 0 || u < 1) {
+                                fprintf(stderr, "vufsd: --num-request-queues must be 1..%d\n", DEVICE_MAX_REQUEST_QUEUES);
+                                return -EINVAL;
+                        }
+                        c->n_request_queues = (unsigned) u;
+                        break;
+                case ARG_KEEP_LISTENING:
+                        c->keep_listening = true;
+                        break;
+                case ARG_LOG_LEVEL:
+                        r = set_log_level(c, optarg);
+                        break;
+                case ARG_THREAD_POOL_SIZE:
+                        if (parse_uint(optarg, 1024, &u) < 0) {
+                                fprintf(stderr, "vufsd: --thread-pool-size must be 0..1024\n");
+                                return -EINVAL;
+                        }
+                        c->thread_pool_size = (int) u;
+                        break;
+                case ARG_THREADS:
+                        r = set_string(&c->threads, optarg);
+                        break;
+                case ARG_SANDBOX:
+                        r = set_string(&c->sandbox, optarg);
+                        break;
+                case ARG_SECCOMP:
+                        r = set_string(&c->seccomp, optarg);
+                        break;
+                case ARG_RLIMIT_NOFILE:
+                        if (parse_uint(optarg, UINT32_MAX, &u) < 0) {
+                                fprintf(stderr, "vufsd: --rlimit-nofile needs a number\n");
+                                return -EINVAL;
+                        }
+                        c->rlimit_nofile = u;
+                        break;
+                case ARG_XATTR:
+                        c->fs.xattr = true;
+                        break;
+                case ARG_READONLY:
+                        c->fs.readonly = true;
+                        break;
+                case ARG_INSTANCE:
+                        r = set_string(&c->instance, optarg);
+                        break;
+                default:
+                        fprintf(stderr, "vufsd: see --help for the options\n");
+                        return -EINVAL;
+                }
+                if (r < 0)
+                        return r;
+        }
+        if (optind < argc) {
+                fprintf(stderr, "vufsd: unexpected argument \"%s\"\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int config_verify(const Config *c) {
+        if (!c->shared_dir) {
+                fprintf(stderr, "vufsd: --shared-dir (or -o source=) is required\n");
+                return -EINVAL;
+        }
+        if (c->socket_path && c->listen_fd >= 0) {
+                fprintf(stderr, "vufsd: --socket-path and --fd exclude each other\n");
+                return -EINVAL;
+        }
+        if (c->threads && !streq(c->threads, "inline") && !streq(c->threads, "pool") && !streq(c->threads, "auto")) {
+                fprintf(stderr, "vufsd: --threads must be inline, pool or auto\n");
+                return -EINVAL;
+        }
+        return 0;
+}

@@ -1,0 +1,38 @@
+/* config.h: everything vufsd is started with: defaults, then the command line (native options and
+ * the virtiofsd-compatible forms libvirt uses). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fs-options.h"
+
+typedef struct Config {
+        char *socket_path;  /* --socket-path */
+        int listen_fd;      /* --fd, -1 if not given */
+        char *socket_group; /* --socket-group */
+        char *shared_dir;   /* --shared-dir / -o source= */
+        unsigned n_request_queues;
+        bool keep_listening;
+        int log_level;
+        bool print_capabilities;
+
+        int thread_pool_size; /* --thread-pool-size, -1 = not given */
+        char *threads;        /* --threads inline|pool|auto */
+        uint64_t rlimit_nofile;
+        char *sandbox;
+        char *seccomp;
+        char *instance;
+
+        FsOptions fs;
+} Config;
+
+void config_init(Config *c);
+void config_done(Config *c);
+
+/* Parses argv into c. Returns 0 to run, 1 when the command already did its job (--help,
+ * --version, --print-capabilities), negative errno after printing what is wrong. */
+int config_parse_argv(Config *c, int argc, char *argv[]);
+
+/* Checks the combination of options once everything is parsed. */
+int config_verify(const Config *c);

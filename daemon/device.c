@@ -1,0 +1,521 @@
+/* device.c: virtio-fs queues: configuration from vhost-user, queue threads, request completion. */
+#include "device.h"
+
+#include <linux/virtio_config.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+
+#include "chain.h"
+#include "log.h"
+
+/* Requests popped per pass before the queue lock is retaken to publish and re-check. */
+#define QUEUE_BATCH 32
+
+static bool has_feature(uint64_t features, unsigned bit) {
+        return features & (1ULL << bit);
+}
+
+uint64_t device_offered_features(void) {
+        return (1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_RING_F_INDIRECT_DESC) |
+               (1ULL << VIRTIO_RING_F_EVENT_IDX) | (1ULL << VHOST_USER_F_PROTOCOL_FEATURES);
+}
+
+uint64_t device_offered_protocol_features(void) {
+        return (1ULL << VHOST_USER_PROTOCOL_F_MQ) | (1ULL << VHOST_USER_PROTOCOL_F_REPLY_ACK) |
+               (1ULL << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS);
+}
+
+static Queue *device_queue(Device *d, unsigned idx) {
+        if (idx >= d->n_queues) {
+                log_warning("Frontend named queue %u, but the device has %u queues "
+                            "(is num-request-queues larger than --num-request-queues?)",
+                            idx, d->n_queues);
+                return NULL;
+        }
+        return &d->queues[idx];
+}
+
+static VqElem *queue_get_elem(Queue *q) {
+        VqElem *e = q->free_elems;
+
+        if (e) {
+                q->free_elems = e->next_free;
+                return e;
+        }
+        /* At most one element per ring slot is ever in flight, so this allocation happens only
+         * while the queue warms up, not per request. */
+        if (q->n_elems >= q->vq.num)
+                return NULL;
+        e = malloc(sizeof *e);
+        if (e)
+                q->n_elems++;
+        return e;
+}
+
+static void queue_free_elems(Queue *q) {
+        while (q->free_elems) {
+                VqElem *e = q->free_elems;
+                q->free_elems = e->next_free;
+                free(e);
+                q->n_elems--;
+        }
+}
+
+static void queue_notify_locked(Queue *q) {
+        if (q->call_fd >= 0 && vq_flush(&q->vq))
+                (void) eventfd_write(q->call_fd, 1);
+}
+
+static void queue_mark_broken_locked(Queue *q, const char *why) {
+        q->vq.broken = true;
+        if (!q->broken_logged) {
+                q->broken_logged = true;
+                log_guest("Queue %u: %s; the queue stops until the guest resets it", q->index, why);
+        }
+}
+
+/* Completes one request: the used-ring entry, the guest notification, the element recycled. */
+static void queue_complete(Queue *q, VqElem *e, uint32_t len) {
+        GuestMemory *mem;
+
+        pthread_mutex_lock(&q->lock);
+        vq_push(&q->vq, e->head, len);
+        queue_notify_locked(q);
+        mem = e->mem;
+        e->mem = NULL;
+        e->next_free = q->free_elems;
+        q->free_elems = e;
+        pthread_mutex_unlock(&q->lock);
+
+        guest_memory_unref(mem);
+        atomic_fetch_sub_explicit(&q->inflight, 1, memory_order_release);
+}
+
+/* Runs one request to completion. This is the dispatch seam: the threading modes hand requests to
+ * other threads from here. */
+static void queue_run_request(Queue *q, VqElem *e) {
+        ChainIter in, out;
+        FuseReqInfo info = {};
+        uint32_t len;
+
+        chain_iter_init(&in, e->iov, e->n_in);
+        chain_iter_init(&out, e->iov + e->n_in, e->n_out);
+        len = fuse_server_process(q->dev->fs, &in, &out, &info);
+        queue_complete(q, e, len);
+}
+
+/* Pops and runs everything available, then re-arms notifications. */
+static void queue_process(Queue *q) {
+        VqElem *batch[QUEUE_BATCH];
+
+        for (;;) {
+                unsigned n = 0;
+                bool more;
+
+                if (!atomic_load(&q->enabled) || atomic_load(&q->stopping))
+                        return;
+
+                pthread_mutex_lock(&q->lock);
+                vq_disable_notify(&q->vq);
+                while (n < QUEUE_BATCH) {
+                        VqElem *e = queue_get_elem(q);
+                        int r;
+
+                        if (!e)
+                                break;
+                        r = vq_pop(&q->vq, q->mem, e);
+                        if (r == VQ_POP_EMPTY || r < 0) {
+                                e->next_free = q->free_elems;
+                                q->free_elems = e;
+                                if (r < 0)
+                                        queue_mark_broken_locked(q, "corrupt ring (bad index or head)");
+                                break;
+                        }
+                        if (r == VQ_POP_BAD_CHAIN) {
+                                /* The head is valid: hand it back empty so the guest's slot is not leaked. */
+                                log_guest("Queue %u: malformed descriptor chain at head %u, failing it",
+                                          q->index, e->head);
+                                vq_push(&q->vq, e->head, 0);
+                                queue_notify_locked(q);
+                                e->next_free = q->free_elems;
+                                q->free_elems = e;
+                                continue;
+                        }
+                        e->mem = guest_memory_ref(q->mem);
+                        atomic_fetch_add_explicit(&q->inflight, 1, memory_order_relaxed);
+                        batch[n++] = e;
+                }
+                pthread_mutex_unlock(&q->lock);
+
+                for (unsigned i = 0; i < n; i++)
+                        queue_run_request(q, batch[i]);
+
+                if (n == QUEUE_BATCH)
+                        continue;
+                pthread_mutex_lock(&q->lock);
+                more = !q->vq.broken && vq_enable_notify(&q->vq);
+                pthread_mutex_unlock(&q->lock);
+                if (!more)
+                        return;
+        }
+}
+
+static void *queue_thread(void *userdata) {
+        Queue *q = userdata;
+        char name[16];
+
+        snprintf(name, sizeof name, "vufsd-q%u", q->index);
+        pthread_setname_np(pthread_self(), name);
+
+        queue_process(q); /* requests may have been posted before the kick fd arrived */
+        while (!atomic_load(&q->stopping)) {
+                struct pollfd p[2] = {
+                        { .fd = q->kick_fd, .events = POLLIN },
+                        { .fd = q->wake_fd, .events = POLLIN },
+                };
+                eventfd_t v;
+
+                if (poll(p, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        log_error_errno(errno, "Queue %u: poll failed: %m", q->index);
+                        break;
+                }
+                if (p[1].revents & POLLIN)
+                        (void) eventfd_read(q->wake_fd, &v);
+                if (p[0].revents & POLLIN)
+                        (void) eventfd_read(q->kick_fd, &v);
+                if (p[0].revents & (POLLERR | POLLNVAL))
+                        break;
+                queue_process(q);
+        }
+        return NULL;
+}
+
+/* Stops the queue thread and waits for the requests it popped. Main thread only. */
+static void queue_stop(Queue *q) {
+        if (!q->thread_running)
+                return;
+        atomic_store(&q->stopping, true);
+        (void) eventfd_write(q->wake_fd, 1);
+        pthread_join(q->thread, NULL);
+        q->thread_running = false;
+        /* Inline processing completes everything before the thread exits; requests handed to other
+         * threads finish on their own and are waited for here. */
+        while (atomic_load_explicit(&q->inflight, memory_order_acquire) > 0)
+                usleep(100);
+        atomic_store(&q->stopping, false);
+}
+
+static int queue_start(Queue *q) {
+        Device *d = q->dev;
+        int r;
+
+        if (q->thread_running || q->kick_fd < 0)
+                return 0;
+        if (q->vq.num == 0 || !q->addr_set || !d->mem)
+                return log_warning_errno(EINVAL, "Queue %u kicked before its size, addresses and memory were set",
+                                         q->index);
+
+        pthread_mutex_lock(&q->lock);
+        q->vq.event_idx = has_feature(d->features, VIRTIO_RING_F_EVENT_IDX);
+        q->vq.indirect = has_feature(d->features, VIRTIO_RING_F_INDIRECT_DESC);
+        q->vq.broken = false;
+        q->broken_logged = false;
+        guest_memory_unref(q->mem);
+        q->mem = guest_memory_ref(d->mem);
+        r = vq_map(&q->vq, q->mem);
+        pthread_mutex_unlock(&q->lock);
+        if (r < 0)
+                return log_warning_errno(r, "Queue %u: ring addresses are outside guest memory", q->index);
+
+        /* Without protocol features rings start enabled; with them SET_VRING_ENABLE decides. */
+        if (!has_feature(d->features, VHOST_USER_F_PROTOCOL_FEATURES))
+                atomic_store(&q->enabled, true);
+        atomic_store(&q->stopping, false);
+        r = -pthread_create(&q->thread, NULL, queue_thread, q);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start thread for queue %u: %m", q->index);
+        q->thread_running = true;
+        log_debug("Queue %u started: size %u, next avail %u, used %u", q->index, q->vq.num, q->vq.last_avail,
+                  q->vq.used_idx);
+        return 0;
+}
+
+static void queue_init(Queue *q, Device *d, unsigned index) {
+        *q = (Queue) {
+                .dev = d,
+                .index = index,
+                .call_fd = -1,
+                .kick_fd = -1,
+                .err_fd = -1,
+                .wake_fd = -1,
+        };
+        q->vq.index = index;
+        pthread_mutex_init(&q->lock, NULL);
+}
+
+/* Back to the state of a fresh connection; keeps the wake fd. */
+static void queue_reset(Queue *q) {
+        queue_stop(q);
+        pthread_mutex_lock(&q->lock);
+        q->call_fd = safe_close(q->call_fd);
+        q->mem = guest_memory_unref(q->mem);
+        queue_free_elems(q);
+        q->vq = (VirtQueue) { .index = q->index };
+        pthread_mutex_unlock(&q->lock);
+        q->kick_fd = safe_close(q->kick_fd);
+        q->err_fd = safe_close(q->err_fd);
+        q->addr_set = false;
+        atomic_store(&q->enabled, false);
+}
+
+int device_new(Device **ret, FuseServer *fs, unsigned n_request_queues) {
+        _cleanup_(device_freep) Device *d = NULL;
+
+        if (n_request_queues < 1 || n_request_queues > DEVICE_MAX_REQUEST_QUEUES)
+                return -ERANGE;
+        d = calloc(1, sizeof *d);
+        if (!d)
+                return -ENOMEM;
+        d->fs = fs;
+        d->n_queues = 1 + n_request_queues;
+        for (unsigned i = 0; i < d->n_queues; i++) {
+                queue_init(&d->queues[i], d, i);
+                d->queues[i].wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+                if (d->queues[i].wake_fd < 0)
+                        return negative_errno();
+        }
+        *ret = TAKE_PTR(d);
+        return 0;
+}
+
+Device *device_free(Device *d) {
+        if (!d)
+                return NULL;
+        for (unsigned i = 0; i < d->n_queues; i++) {
+                queue_reset(&d->queues[i]);
+                safe_close(d->queues[i].wake_fd);
+                pthread_mutex_destroy(&d->queues[i].lock);
+        }
+        guest_memory_unref(d->mem);
+        free(d);
+        return NULL;
+}
+
+void device_reset(Device *d) {
+        for (unsigned i = 0; i < d->n_queues; i++)
+                queue_reset(&d->queues[i]);
+        d->mem = guest_memory_unref(d->mem);
+        d->features = 0;
+        d->protocol_features = 0;
+        d->owner_set = false;
+}
+
+unsigned device_running_queues(Device *d) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < d->n_queues; i++)
+                n += d->queues[i].thread_running;
+        return n;
+}
+
+int device_set_features(Device *d, uint64_t features) {
+        if (features & ~device_offered_features())
+                return log_warning_errno(EINVAL, "Frontend acked features we did not offer: 0x%" PRIx64,
+                                         features & ~device_offered_features());
+        if (!has_feature(features, VIRTIO_F_VERSION_1))
+                return log_warning_errno(EINVAL, "Frontend did not ack VIRTIO_F_VERSION_1; virtio-fs is modern only");
+        d->features = features;
+        return 0;
+}
+
+/* Publishes a new memory snapshot to the device and every queue (rings re-translated). */
+static int device_publish_memory(Device *d, GuestMemory *m) {
+        guest_memory_unref(d->mem);
+        d->mem = m;
+        for (unsigned i = 0; i < d->n_queues; i++) {
+                Queue *q = &d->queues[i];
+                GuestMemory *old;
+
+                if (!q->thread_running)
+                        continue;
+                pthread_mutex_lock(&q->lock);
+                old = q->mem;
+                q->mem = guest_memory_ref(m);
+                if (vq_map(&q->vq, q->mem) < 0)
+                        queue_mark_broken_locked(q, "ring no longer inside guest memory after a memory table change");
+                pthread_mutex_unlock(&q->lock);
+                guest_memory_unref(old);
+        }
+        return 0;
+}
+
+int device_set_mem_table(Device *d, const VhostUserMemory *m, const int *fds, unsigned n_fds) {
+        _cleanup_(guest_memory_unrefp) GuestMemory *mem = NULL;
+        int r;
+
+        if (m->nregions == 0 || m->nregions > VHOST_USER_MAX_RAM_SLOTS || m->nregions != n_fds)
+                return log_warning_errno(EINVAL, "SET_MEM_TABLE with %u regions and %u fds", m->nregions, n_fds);
+        r = guest_memory_new(&mem);
+        if (r < 0)
+                return r;
+        for (unsigned i = 0; i < m->nregions; i++) {
+                const VhostUserMemoryRegion *reg = &m->regions[i];
+                _cleanup_(guest_region_unrefp) GuestRegion *g = NULL;
+                GuestMemory *next;
+
+                r = guest_region_new(&g, fds[i], reg->guest_phys_addr, reg->memory_size, reg->userspace_addr,
+                                     reg->mmap_offset);
+                if (r < 0)
+                        return log_warning_errno(r, "Cannot map memory region %u: %m", i);
+                r = guest_memory_add(mem, g, &next);
+                if (r < 0)
+                        return log_warning_errno(r, "Memory region %u overlaps another: %m", i);
+                guest_memory_unref(mem);
+                mem = next;
+        }
+        return device_publish_memory(d, TAKE_PTR(mem));
+}
+
+int device_add_mem_region(Device *d, const VhostUserMemoryRegion *reg, int fd) {
+        _cleanup_(guest_region_unrefp) GuestRegion *g = NULL;
+        _cleanup_(guest_memory_unrefp) GuestMemory *empty = NULL;
+        GuestMemory *next;
+        int r;
+
+        r = guest_region_new(&g, fd, reg->guest_phys_addr, reg->memory_size, reg->userspace_addr, reg->mmap_offset);
+        if (r < 0)
+                return log_warning_errno(r, "Cannot map added memory region: %m");
+        if (!d->mem) {
+                r = guest_memory_new(&empty);
+                if (r < 0)
+                        return r;
+        }
+        r = guest_memory_add(d->mem ?: empty, g, &next);
+        if (r < 0)
+                return log_warning_errno(r, "Cannot add memory region: %m");
+        return device_publish_memory(d, next);
+}
+
+int device_remove_mem_region(Device *d, const VhostUserMemoryRegion *reg) {
+        GuestMemory *next;
+        int r;
+
+        r = guest_memory_remove(d->mem, reg->guest_phys_addr, reg->memory_size, reg->userspace_addr, &next);
+        if (r < 0)
+                return log_warning_errno(r, "REM_MEM_REG for a region we do not have (gpa 0x%" PRIx64 ")",
+                                         reg->guest_phys_addr);
+        return device_publish_memory(d, next);
+}
+
+int device_set_vring_num(Device *d, unsigned idx, unsigned num) {
+        Queue *q = device_queue(d, idx);
+
+        if (!q)
+                return -ERANGE;
+        if (num == 0 || num > VQ_MAX_SIZE || (num & (num - 1)))
+                return log_warning_errno(EINVAL, "Queue %u: size %u is not a power of two up to %u", idx, num,
+                                         VQ_MAX_SIZE);
+        if (q->thread_running)
+                return log_warning_errno(EBUSY, "Queue %u: size change while running", idx);
+        q->vq.num = num;
+        return 0;
+}
+
+int device_set_vring_addr(Device *d, const struct vhost_vring_addr *addr) {
+        Queue *q = device_queue(d, addr->index);
+
+        if (!q)
+                return -ERANGE;
+        if (q->thread_running)
+                return log_warning_errno(EBUSY, "Queue %u: address change while running", addr->index);
+        q->vq.desc_qva = addr->desc_user_addr;
+        q->vq.avail_qva = addr->avail_user_addr;
+        q->vq.used_qva = addr->used_user_addr;
+        q->addr_set = true;
+        return 0;
+}
+
+int device_set_vring_base(Device *d, unsigned idx, unsigned base) {
+        Queue *q = device_queue(d, idx);
+
+        if (!q)
+                return -ERANGE;
+        if (q->thread_running)
+                return log_warning_errno(EBUSY, "Queue %u: base change while running", idx);
+        if (base > UINT16_MAX)
+                return log_warning_errno(EINVAL, "Queue %u: base %u out of range", idx, base);
+        q->vq.last_avail = (uint16_t) base;
+        return 0;
+}
+
+int device_get_vring_base(Device *d, unsigned idx, unsigned *ret) {
+        Queue *q = device_queue(d, idx);
+
+        if (!q)
+                return -ERANGE;
+        /* GET_VRING_BASE is the stop signal: finish in-flight requests, then report where we are, and
+         * never touch the ring again until it is started anew. */
+        queue_stop(q);
+        pthread_mutex_lock(&q->lock);
+        *ret = q->vq.last_avail;
+        q->call_fd = safe_close(q->call_fd);
+        pthread_mutex_unlock(&q->lock);
+        q->kick_fd = safe_close(q->kick_fd);
+        atomic_store(&q->enabled, false);
+        return 0;
+}
+
+int device_set_vring_kick(Device *d, unsigned idx, int fd) {
+        _cleanup_close_ int owned = fd;
+        Queue *q = device_queue(d, idx);
+
+        if (!q)
+                return -ERANGE;
+        if (fd < 0)
+                return log_warning_errno(EOPNOTSUPP, "Queue %u: polling without a kick fd is not supported", idx);
+        /* A new kick fd while running (restart without GET_VRING_BASE): stop first, keep indices. */
+        queue_stop(q);
+        safe_close(q->kick_fd);
+        q->kick_fd = TAKE_FD(owned);
+        return queue_start(q);
+}
+
+int device_set_vring_call(Device *d, unsigned idx, int fd) {
+        _cleanup_close_ int owned = fd;
+        Queue *q = device_queue(d, idx);
+
+        if (!q)
+                return -ERANGE;
+        /* Swapped under the queue lock: a worker notifying right now uses either the old fd (still
+         * open) or the new one, never a closed or reused number. */
+        pthread_mutex_lock(&q->lock);
+        safe_close(q->call_fd);
+        q->call_fd = TAKE_FD(owned);
+        pthread_mutex_unlock(&q->lock);
+        return 0;
+}
+
+int device_set_vring_err(Device *d, unsigned idx, int fd) {
+        _cleanup_close_ int owned = fd;
+        Queue *q = device_queue(d, idx);
+
+        if (!q)
+                return -ERANGE;
+        safe_close(q->err_fd);
+        q->err_fd = TAKE_FD(owned);
+        return 0;
+}
+
+int device_set_vring_enable(Device *d, unsigned idx, bool enable) {
+        Queue *q = device_queue(d, idx);
+
+        if (!q)
+                return -ERANGE;
+        atomic_store(&q->enabled, enable);
+        if (enable && q->thread_running)
+                (void) eventfd_write(q->wake_fd, 1); /* process what queued up while disabled */
+        return 0;
+}

@@ -1,0 +1,93 @@
+/* device.h: the virtio-fs device: its queues, their threads, and the memory they see.
+ *
+ * The main thread (vhost-user messages) configures queues; one thread per started queue pops
+ * chains and hands each request to the FUSE server. Locking, per queue only (no device-wide lock
+ * on the data path):
+ *   Queue.lock  serialises everything that touches one ring: pop, push/notify, the call fd, and
+ *               reconfiguration (memory swap, stop). Held for short ring operations, never across
+ *               file I/O.
+ * The memory table is an immutable refcounted snapshot (guest-memory.h): each popped request
+ * holds the snapshot its buffers live in. */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fuse-server.h"
+#include "guest-memory.h"
+#include "vhost-user.h"
+#include "virtqueue.h"
+
+#define DEVICE_MAX_REQUEST_QUEUES 16
+#define DEVICE_MAX_QUEUES (1 + DEVICE_MAX_REQUEST_QUEUES)
+#define DEVICE_HIPRIO_QUEUE 0
+
+typedef struct Device Device;
+
+typedef struct Queue {
+        Device *dev;
+        unsigned index;
+
+        pthread_mutex_t lock; /* see device.h's header comment */
+        VirtQueue vq;         /* ring state; under lock */
+        GuestMemory *mem;     /* snapshot the ring is mapped in; under lock */
+        int call_fd;          /* under lock: replaced while the queue runs */
+        VqElem *free_elems;   /* recycled elements; under lock */
+        unsigned n_elems;     /* elements allocated (bounded by the ring size) */
+
+        /* Owned by the main thread. */
+        int kick_fd, err_fd;
+        int wake_fd; /* eventfd: wakes the queue thread for enable/stop */
+        pthread_t thread;
+        bool thread_running;
+        bool addr_set;
+
+        atomic_bool enabled;
+        atomic_bool stopping;
+        _Atomic unsigned inflight; /* popped, not yet pushed */
+        bool broken_logged;
+} Queue;
+
+struct Device {
+        FuseServer *fs;
+        unsigned n_queues; /* hiprio + request queues */
+        Queue queues[DEVICE_MAX_QUEUES];
+
+        uint64_t features;          /* acked by SET_FEATURES */
+        uint64_t protocol_features; /* acked by SET_PROTOCOL_FEATURES */
+        GuestMemory *mem;           /* the current table; main thread only */
+        bool owner_set;
+};
+
+int device_new(Device **ret, FuseServer *fs, unsigned n_request_queues);
+Device *device_free(Device *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Device *, device_free);
+
+uint64_t device_offered_features(void);
+uint64_t device_offered_protocol_features(void);
+
+int device_set_features(Device *d, uint64_t features);
+
+/* Memory table changes publish a new snapshot to every queue. */
+int device_set_mem_table(Device *d, const VhostUserMemory *m, const int *fds, unsigned n_fds);
+int device_add_mem_region(Device *d, const VhostUserMemoryRegion *reg, int fd);
+int device_remove_mem_region(Device *d, const VhostUserMemoryRegion *reg);
+
+int device_set_vring_num(Device *d, unsigned idx, unsigned num);
+int device_set_vring_addr(Device *d, const struct vhost_vring_addr *addr);
+int device_set_vring_base(Device *d, unsigned idx, unsigned base);
+/* Stops the queue (after its in-flight requests complete) and returns the next avail index. */
+int device_get_vring_base(Device *d, unsigned idx, unsigned *ret);
+/* These take ownership of fd (-1 = no fd). */
+int device_set_vring_kick(Device *d, unsigned idx, int fd);
+int device_set_vring_call(Device *d, unsigned idx, int fd);
+int device_set_vring_err(Device *d, unsigned idx, int fd);
+int device_set_vring_enable(Device *d, unsigned idx, bool enable);
+
+/* Stops every queue and forgets memory and ring state (frontend gone or RESET_OWNER). */
+void device_reset(Device *d);
+
+/* Number of started queues (for status lines). */
+unsigned device_running_queues(Device *d);

@@ -1,0 +1,44 @@
+/* fs-options.h: what the filesystem layer is configured with (set at start; cache policy live). */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum CachePolicy {
+        CACHE_NEVER,    /* no caching: timeouts 0, FOPEN_DIRECT_IO */
+        CACHE_METADATA, /* attributes and entries cached, file data direct */
+        CACHE_AUTO,     /* short timeouts, page cache kept while attributes are valid */
+        CACHE_ALWAYS,   /* long timeouts, KEEP_CACHE and CACHE_DIR */
+        _CACHE_MAX,
+        _CACHE_INVALID = -EINVAL,
+} CachePolicy;
+
+const char *cache_policy_to_string(CachePolicy p);
+/* Accepts "none" as an alias of "never", like the C virtiofsd. */
+CachePolicy cache_policy_from_string(const char *s);
+
+typedef struct FsOptions {
+        const char *shared_dir;
+        CachePolicy cache;
+        double timeout; /* entry/attr timeout override in seconds; < 0 = the policy's */
+        bool xattr;
+        bool posix_acl;
+        bool security_label;
+        bool writeback;
+        bool readdirplus;
+        bool announce_submounts;
+        bool allow_direct_io;
+        bool killpriv_v2;
+        bool preserve_noatime;
+        bool readonly;
+        bool posix_lock;
+        bool flock;
+        uint64_t max_fds; /* fd budget for guest-held inodes and handles; 0 = derive from RLIMIT_NOFILE */
+} FsOptions;
+
+#define FS_OPTIONS_DEFAULT                                                           \
+        (FsOptions) {                                                                \
+                .cache = CACHE_AUTO, .timeout = -1, .readdirplus = true, .posix_lock = true, \
+                .flock = true, .allow_direct_io = true,                                \
+        }

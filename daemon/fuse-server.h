@@ -1,0 +1,35 @@
+/* fuse-server.h: decodes, validates and dispatches one FUSE request; encodes its reply.
+ *
+ * The one choke point for guest FUSE input. Safe to call from several threads at once (queue
+ * threads and pool workers); the filesystem state behind it is locked internally. */
+#pragma once
+
+#include <stdint.h>
+
+#include "chain.h"
+#include "fs-options.h"
+
+typedef struct FuseServer FuseServer;
+
+/* What one request was, for statistics. */
+typedef struct FuseReqInfo {
+        uint32_t opcode; /* as sent; may be an unknown value */
+        int error;       /* 0 or negative errno of the reply */
+        uint64_t bytes;  /* payload bytes read or written for READ/WRITE, else 0 */
+        bool replied;    /* false for FORGET, BATCH_FORGET, INTERRUPT, undecodable requests */
+} FuseReqInfo;
+
+int fuse_server_new(FuseServer **ret, const FsOptions *opts);
+FuseServer *fuse_server_free(FuseServer *s);
+
+/* Handles one request: in = the device-readable bytes of the chain, out = the device-writable ones.
+ * Returns the number of bytes written into out (the used-ring length; 0 when there is no reply).
+ * Never fails: every problem becomes an error reply, or no reply when none can be written. */
+uint32_t fuse_server_process(FuseServer *s, ChainIter *in, ChainIter *out, FuseReqInfo *info);
+
+/* Drops every inode and handle of the session (frontend disconnected or device reset). */
+void fuse_server_reset(FuseServer *s);
+
+/* The live cache policy: new lookups and opens follow it at once. */
+int fuse_server_set_cache_policy(FuseServer *s, CachePolicy p);
+CachePolicy fuse_server_get_cache_policy(FuseServer *s);

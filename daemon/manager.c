@@ -1,0 +1,266 @@
+/* manager.c: sd-event main loop hosting the listening socket and the vhost-user connection. */
+#include "manager.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+
+#include "log.h"
+#include "vhost-user.h"
+
+/* A frontend that stops in the middle of a message must not freeze the main loop forever. */
+#define VHOST_USER_RECV_TIMEOUT_SEC 5
+
+int manager_new(Manager **ret, const Config *c) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        int r;
+
+        m = calloc(1, sizeof *m);
+        if (!m)
+                return -ENOMEM;
+        m->config = c;
+        m->listen_fd = m->conn_fd = m->lock_fd = -1;
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create event loop: %m");
+        r = fuse_server_new(&m->fs, &c->fs);
+        if (r < 0)
+                return log_error_errno(r, "Cannot serve %s: %m", c->fs.shared_dir);
+        r = device_new(&m->device, m->fs, c->n_request_queues);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the device: %m");
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+static void manager_close_connection(Manager *m) {
+        m->conn_source = sd_event_source_disable_unref(m->conn_source);
+        m->conn_fd = safe_close(m->conn_fd);
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        manager_close_connection(m);
+        m->listen_source = sd_event_source_disable_unref(m->listen_source);
+        m->device = device_free(m->device);
+        m->fs = fuse_server_free(m->fs);
+        m->listen_fd = safe_close(m->listen_fd);
+        if (m->socket_path)
+                (void) unlink(m->socket_path);
+        if (m->lock_path)
+                (void) unlink(m->lock_path);
+        safe_close(m->lock_fd);
+        free(m->socket_path);
+        free(m->lock_path);
+        sd_event_unref(m->event);
+        free(m);
+        return NULL;
+}
+
+static void manager_status(Manager *m, const char *state) {
+        (void) sd_notifyf(false, "STATUS=%s; %u of %u queues running", state, device_running_queues(m->device),
+                          m->device->n_queues);
+}
+
+/* The frontend is gone: stop the queues, drop the guest's memory and the session's inodes. */
+static void manager_disconnect(Manager *m, const char *why) {
+        log_info("Frontend disconnected (%s)", why);
+        manager_close_connection(m);
+        device_reset(m->device);
+        fuse_server_reset(m->fs);
+
+        if (m->config->keep_listening) {
+                (void) sd_event_source_set_enabled(m->listen_source, SD_EVENT_ON);
+                manager_status(m, "Waiting for a frontend");
+                return;
+        }
+        /* One VM per process: exit cleanly so socket activation starts a fresh instance next time. */
+        (void) sd_event_exit(m->event, 0);
+}
+
+static int on_connection_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Manager *m = userdata;
+        VhostUserMsg msg;
+        int r;
+
+        r = vhost_user_recv(fd, &msg);
+        if (r == -ECONNRESET) {
+                manager_disconnect(m, "end of stream");
+                return 0;
+        }
+        if (r < 0) {
+                log_warning_errno(r, "Dropping the frontend connection: %m");
+                manager_disconnect(m, "protocol error");
+                return 0;
+        }
+        r = vhost_user_handle(m->device, fd, &msg);
+        if (r < 0) {
+                log_warning_errno(r, "Dropping the frontend connection after %s: %m",
+                                  vhost_user_request_to_string(msg.hdr.request));
+                manager_disconnect(m, "reply failed");
+        }
+        return 0;
+}
+
+static int on_listen_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Manager *m = userdata;
+        struct timeval tv = { .tv_sec = VHOST_USER_RECV_TIMEOUT_SEC };
+        _cleanup_close_ int c = -1;
+        int r;
+
+        c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) {
+                if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+                        return 0;
+                return log_error_errno(errno, "accept() failed: %m");
+        }
+        (void) setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+
+        r = sd_event_add_io(m->event, &m->conn_source, c, EPOLLIN, on_connection_io, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch the connection: %m");
+        (void) sd_event_source_set_description(m->conn_source, "vhost-user");
+        m->conn_fd = TAKE_FD(c);
+        m->n_connections++;
+        /* One frontend at a time: a vhost-user device has exactly one driver. */
+        (void) sd_event_source_set_enabled(m->listen_source, SD_EVENT_OFF);
+        log_info("Frontend connected");
+        manager_status(m, "Frontend connected");
+        return 0;
+}
+
+/* Takes a lock next to the socket so two daemons never fight over one path, then replaces a
+ * stale socket left by a daemon that died. */
+static int listen_on_path(Manager *m, const char *path) {
+        _cleanup_free_ char *lock_path = NULL;
+        _cleanup_close_ int lock_fd = -1, fd = -1;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+        if (strlen(path) >= sizeof sa.sun_path)
+                return log_error_errno(ENAMETOOLONG, "Socket path too long: %s", path);
+        if (asprintf(&lock_path, "%s.lock", path) < 0)
+                return -ENOMEM;
+        lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (lock_fd < 0)
+                return log_error_errno(errno, "Cannot create lock file %s: %m", lock_path);
+        if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno == EWOULDBLOCK)
+                        return log_error_errno(EADDRINUSE, "%s is in use by another running vufsd", path);
+                return log_error_errno(errno, "Cannot lock %s: %m", lock_path);
+        }
+        if (unlink(path) < 0 && errno != ENOENT)
+                return log_error_errno(errno, "Cannot remove stale socket %s: %m", path);
+
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(errno, "socket() failed: %m");
+        strcpy(sa.sun_path, path);
+        {
+                /* Only the owner (and the socket group) may connect: the socket gives control of a
+                 * VM's filesystem. umask is process-wide, so set it around bind() only. */
+                mode_t old = umask(m->config->socket_group ? 0007 : 0077);
+                int r = bind(fd, (struct sockaddr *) &sa, sizeof sa);
+                umask(old);
+                if (r < 0)
+                        return log_error_errno(errno, "Cannot bind %s: %m", path);
+        }
+        if (m->config->socket_group) {
+                struct group *g = getgrnam(m->config->socket_group);
+                if (!g || chown(path, (uid_t) -1, g->gr_gid) < 0)
+                        return log_error_errno(g ? errno : ENOENT, "Cannot give %s to group %s: %m", path,
+                                               m->config->socket_group);
+        }
+        if (listen(fd, 1) < 0)
+                return log_error_errno(errno, "listen() failed: %m");
+
+        m->socket_path = strdup(path);
+        m->lock_path = TAKE_PTR(lock_path);
+        m->lock_fd = TAKE_FD(lock_fd);
+        m->listen_fd = TAKE_FD(fd);
+        return m->socket_path ? 0 : -ENOMEM;
+}
+
+static int check_listening_socket(int fd, const char *what) {
+        int r = sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1);
+        if (r < 0)
+                return log_error_errno(r, "%s (fd %d) is not usable: %m", what, fd);
+        if (r == 0)
+                return log_error_errno(ENOTSOCK, "%s (fd %d) is not a listening unix stream socket", what, fd);
+        return 0;
+}
+
+int manager_listen(Manager *m) {
+        const Config *c = m->config;
+        int n, r;
+
+        n = sd_listen_fds(true);
+        if (n < 0)
+                return log_error_errno(n, "Cannot read the sockets passed by systemd: %m");
+        if ((n > 0) + (c->listen_fd >= 0) + !!c->socket_path != 1)
+                return log_error_errno(EINVAL, "Give exactly one of --socket-path, --fd or a systemd socket "
+                                               "(got %s%s%s)",
+                                       n > 0 ? "activation " : "", c->listen_fd >= 0 ? "--fd " : "",
+                                       c->socket_path ? "--socket-path" : "");
+        if (n > 1)
+                return log_error_errno(EINVAL, "systemd passed %d sockets; vufsd serves exactly one", n);
+
+        if (c->socket_path)
+                r = listen_on_path(m, c->socket_path);
+        else {
+                int fd = n > 0 ? SD_LISTEN_FDS_START : c->listen_fd;
+                r = check_listening_socket(fd, n > 0 ? "The activated socket" : "--fd");
+                if (r >= 0) {
+                        m->listen_fd = fd;
+                        (void) fcntl(fd, F_SETFD, FD_CLOEXEC);
+                        (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+                }
+        }
+        if (r < 0)
+                return r;
+
+        r = sd_event_add_io(m->event, &m->listen_source, m->listen_fd, EPOLLIN, on_listen_io, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch the listening socket: %m");
+        (void) sd_event_source_set_description(m->listen_source, "listen");
+        return 0;
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
+        log_info("Received %s, shutting down", strsignal((int) si->ssi_signo));
+        (void) sd_notify(false, "STOPPING=1");
+        return sd_event_exit(m->event, 0);
+}
+
+int manager_run(Manager *m) {
+        int r;
+
+        /* Handled on the loop; the signals were blocked in main() before any thread started so
+         * that queue threads never receive them. */
+        r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch signals: %m");
+        (void) sd_event_set_watchdog(m->event, true);
+
+        log_info("Serving %s, %u request queue%s", m->config->shared_dir, m->config->n_request_queues,
+                 m->config->n_request_queues == 1 ? "" : "s");
+        (void) sd_notify(false, "READY=1");
+        manager_status(m, "Waiting for a frontend");
+
+        r = sd_event_loop(m->event);
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        return r;
+}

@@ -1,0 +1,338 @@
+/* vhost-user.c: receiving frontend messages with their fds, and one handler per request type. */
+#include "vhost-user.h"
+
+#include <string.h>
+#include <sys/socket.h>
+
+#include "device.h"
+#include "log.h"
+
+static const char *const request_names[_VHOST_USER_MAX] = {
+        [VHOST_USER_GET_FEATURES] = "GET_FEATURES",
+        [VHOST_USER_SET_FEATURES] = "SET_FEATURES",
+        [VHOST_USER_SET_OWNER] = "SET_OWNER",
+        [VHOST_USER_RESET_OWNER] = "RESET_OWNER",
+        [VHOST_USER_SET_MEM_TABLE] = "SET_MEM_TABLE",
+        [VHOST_USER_SET_LOG_BASE] = "SET_LOG_BASE",
+        [VHOST_USER_SET_LOG_FD] = "SET_LOG_FD",
+        [VHOST_USER_SET_VRING_NUM] = "SET_VRING_NUM",
+        [VHOST_USER_SET_VRING_ADDR] = "SET_VRING_ADDR",
+        [VHOST_USER_SET_VRING_BASE] = "SET_VRING_BASE",
+        [VHOST_USER_GET_VRING_BASE] = "GET_VRING_BASE",
+        [VHOST_USER_SET_VRING_KICK] = "SET_VRING_KICK",
+        [VHOST_USER_SET_VRING_CALL] = "SET_VRING_CALL",
+        [VHOST_USER_SET_VRING_ERR] = "SET_VRING_ERR",
+        [VHOST_USER_GET_PROTOCOL_FEATURES] = "GET_PROTOCOL_FEATURES",
+        [VHOST_USER_SET_PROTOCOL_FEATURES] = "SET_PROTOCOL_FEATURES",
+        [VHOST_USER_GET_QUEUE_NUM] = "GET_QUEUE_NUM",
+        [VHOST_USER_SET_VRING_ENABLE] = "SET_VRING_ENABLE",
+        [VHOST_USER_SET_BACKEND_REQ_FD] = "SET_BACKEND_REQ_FD",
+        [VHOST_USER_GET_CONFIG] = "GET_CONFIG",
+        [VHOST_USER_SET_CONFIG] = "SET_CONFIG",
+        [VHOST_USER_GET_INFLIGHT_FD] = "GET_INFLIGHT_FD",
+        [VHOST_USER_SET_INFLIGHT_FD] = "SET_INFLIGHT_FD",
+        [VHOST_USER_RESET_DEVICE] = "RESET_DEVICE",
+        [VHOST_USER_GET_MAX_MEM_SLOTS] = "GET_MAX_MEM_SLOTS",
+        [VHOST_USER_ADD_MEM_REG] = "ADD_MEM_REG",
+        [VHOST_USER_REM_MEM_REG] = "REM_MEM_REG",
+};
+
+const char *vhost_user_request_to_string(uint32_t request) {
+        if (request < _VHOST_USER_MAX && request_names[request])
+                return request_names[request];
+        return "UNKNOWN";
+}
+
+void vhost_user_msg_close_fds(VhostUserMsg *msg) {
+        for (unsigned i = 0; i < msg->n_fds; i++)
+                msg->fds[i] = safe_close(msg->fds[i]);
+        msg->n_fds = 0;
+}
+
+static int read_full(int fd, void *buf, size_t len) {
+        uint8_t *p = buf;
+
+        while (len > 0) {
+                ssize_t n = recv(fd, p, len, 0);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        /* EAGAIN here is the receive timeout: a frontend that stops mid-message. */
+                        return errno == EAGAIN ? -ETIMEDOUT : negative_errno();
+                }
+                if (n == 0)
+                        return -ECONNRESET;
+                p += n;
+                len -= (size_t) n;
+        }
+        return 0;
+}
+
+int vhost_user_recv(int fd, VhostUserMsg *msg) {
+        union {
+                struct cmsghdr align;
+                uint8_t buf[CMSG_SPACE(VHOST_USER_MAX_FDS * sizeof(int))];
+        } control;
+        struct iovec iov = { &msg->hdr, sizeof msg->hdr };
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = &control,
+                .msg_controllen = sizeof control,
+        };
+        ssize_t n;
+        int r;
+
+        msg->n_fds = 0;
+        do
+                n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return negative_errno();
+        if (n == 0)
+                return -ECONNRESET;
+
+        /* Collect fds first so they are closed whatever else is wrong with the message. */
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                unsigned k = (unsigned) ((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                for (unsigned i = 0; i < k; i++) {
+                        int f;
+                        memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+                        if (msg->n_fds < VHOST_USER_MAX_FDS)
+                                msg->fds[msg->n_fds++] = f;
+                        else
+                                safe_close(f);
+                }
+        }
+        if (mh.msg_flags & MSG_CTRUNC) {
+                log_warning("vhost-user message carried more fds than any request uses");
+                vhost_user_msg_close_fds(msg);
+                return -EBADMSG;
+        }
+        if ((size_t) n < sizeof msg->hdr) {
+                r = read_full(fd, (uint8_t *) &msg->hdr + n, sizeof msg->hdr - (size_t) n);
+                if (r < 0)
+                        goto fail;
+        }
+        if ((msg->hdr.flags & VHOST_USER_VERSION_MASK) != VHOST_USER_VERSION ||
+            (msg->hdr.flags & VHOST_USER_REPLY_MASK)) {
+                log_warning("vhost-user message with flags 0x%x: wrong version or a reply", msg->hdr.flags);
+                r = -EBADMSG;
+                goto fail;
+        }
+        if (msg->hdr.size > sizeof msg->payload) {
+                log_warning("vhost-user %s with a %u byte payload, larger than any request",
+                            vhost_user_request_to_string(msg->hdr.request), msg->hdr.size);
+                r = -EBADMSG;
+                goto fail;
+        }
+        memset(&msg->payload, 0, sizeof msg->payload);
+        r = read_full(fd, &msg->payload, msg->hdr.size);
+        if (r < 0)
+                goto fail;
+        return 0;
+fail:
+        vhost_user_msg_close_fds(msg);
+        return r;
+}
+
+static int send_reply(int fd, const VhostUserMsg *req, const void *payload, uint32_t size) {
+        VhostUserHeader h = {
+                .request = req->hdr.request,
+                .flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK,
+                .size = size,
+        };
+        struct iovec iov[2] = { { &h, sizeof h }, { (void *) payload, size } };
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+        ssize_t n;
+
+        do
+                n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return negative_errno();
+        if ((size_t) n != sizeof h + size)
+                return -EIO;
+        return 0;
+}
+
+static int reply_u64(int fd, const VhostUserMsg *req, uint64_t v) {
+        return send_reply(fd, req, &v, sizeof v);
+}
+
+/* Checks the payload is exactly as large as the request's layout. */
+static int expect_size(const VhostUserMsg *msg, size_t size) {
+        if (msg->hdr.size != size)
+                return log_warning_errno(EINVAL, "vhost-user %s: payload of %u bytes, expected %zu",
+                                         vhost_user_request_to_string(msg->hdr.request), msg->hdr.size, size);
+        return 0;
+}
+
+static int expect_fds(VhostUserMsg *msg, unsigned n) {
+        if (msg->n_fds != n)
+                return log_warning_errno(EINVAL, "vhost-user %s: %u fds, expected %u",
+                                         vhost_user_request_to_string(msg->hdr.request), msg->n_fds, n);
+        return 0;
+}
+
+/* KICK/CALL/ERR: u64 with the queue index and a "no fd" bit; takes the fd out of msg. */
+static int vring_fd_payload(VhostUserMsg *msg, unsigned *idx, int *fd) {
+        int r = expect_size(msg, sizeof(uint64_t));
+        if (r < 0)
+                return r;
+        if (msg->payload.u64 & ~(uint64_t) (VHOST_USER_VRING_IDX_MASK | VHOST_USER_VRING_NOFD_MASK))
+                return log_warning_errno(EINVAL, "vhost-user %s: unknown bits in 0x%" PRIx64,
+                                         vhost_user_request_to_string(msg->hdr.request), msg->payload.u64);
+        *idx = msg->payload.u64 & VHOST_USER_VRING_IDX_MASK;
+        r = expect_fds(msg, (msg->payload.u64 & VHOST_USER_VRING_NOFD_MASK) ? 0 : 1);
+        if (r < 0)
+                return r;
+        *fd = msg->n_fds ? msg->fds[0] : -1;
+        msg->n_fds = 0;
+        return 0;
+}
+
+/* Handles one request. Returns >= 0 (the ack value is 0) or negative errno (ack non-zero);
+ * *replied is set when the handler sent the request's own reply. */
+static int dispatch(Device *d, int fd, VhostUserMsg *msg, bool *replied) {
+        unsigned idx, base;
+        int vfd, r;
+
+        switch (msg->hdr.request) {
+        case VHOST_USER_GET_FEATURES:
+                *replied = true;
+                return reply_u64(fd, msg, device_offered_features());
+
+        case VHOST_USER_SET_FEATURES:
+                r = expect_size(msg, sizeof(uint64_t));
+                return r < 0 ? r : device_set_features(d, msg->payload.u64);
+
+        case VHOST_USER_GET_PROTOCOL_FEATURES:
+                *replied = true;
+                return reply_u64(fd, msg, device_offered_protocol_features());
+
+        case VHOST_USER_SET_PROTOCOL_FEATURES:
+                r = expect_size(msg, sizeof(uint64_t));
+                if (r < 0)
+                        return r;
+                if (msg->payload.u64 & ~device_offered_protocol_features())
+                        return log_warning_errno(EINVAL, "Frontend acked protocol features we did not offer: 0x%" PRIx64,
+                                                 msg->payload.u64);
+                d->protocol_features = msg->payload.u64;
+                return 0;
+
+        case VHOST_USER_SET_OWNER:
+                d->owner_set = true;
+                return 0;
+
+        case VHOST_USER_RESET_OWNER:
+        case VHOST_USER_RESET_DEVICE:
+                /* Deprecated/unused by QEMU for fs; treat as "stop everything" and keep the session. */
+                device_reset(d);
+                return 0;
+
+        case VHOST_USER_GET_QUEUE_NUM:
+                *replied = true;
+                return reply_u64(fd, msg, d->n_queues);
+
+        case VHOST_USER_GET_MAX_MEM_SLOTS:
+                *replied = true;
+                return reply_u64(fd, msg, GUEST_MEMORY_MAX_REGIONS);
+
+        case VHOST_USER_SET_MEM_TABLE:
+                if (msg->hdr.size < 8 || msg->payload.memory.nregions > VHOST_USER_MAX_RAM_SLOTS ||
+                    msg->hdr.size != 8 + msg->payload.memory.nregions * sizeof(VhostUserMemoryRegion))
+                        return log_warning_errno(EINVAL, "SET_MEM_TABLE: size %u does not match %u regions",
+                                                 msg->hdr.size, msg->payload.memory.nregions);
+                return device_set_mem_table(d, &msg->payload.memory, msg->fds, msg->n_fds);
+
+        case VHOST_USER_ADD_MEM_REG:
+                r = expect_size(msg, sizeof(VhostUserMemRegMsg));
+                if (r >= 0)
+                        r = expect_fds(msg, 1);
+                return r < 0 ? r : device_add_mem_region(d, &msg->payload.memreg.region, msg->fds[0]);
+
+        case VHOST_USER_REM_MEM_REG:
+                /* May carry an fd it does not need; it is closed with the message. */
+                r = expect_size(msg, sizeof(VhostUserMemRegMsg));
+                return r < 0 ? r : device_remove_mem_region(d, &msg->payload.memreg.region);
+
+        case VHOST_USER_SET_VRING_NUM:
+                r = expect_size(msg, sizeof(struct vhost_vring_state));
+                return r < 0 ? r : device_set_vring_num(d, msg->payload.state.index, msg->payload.state.num);
+
+        case VHOST_USER_SET_VRING_ADDR:
+                r = expect_size(msg, sizeof(struct vhost_vring_addr));
+                if (r < 0)
+                        return r;
+                if (msg->payload.addr.flags & (1u << VHOST_VRING_F_LOG))
+                        return log_warning_errno(EOPNOTSUPP, "Dirty logging requested but not offered");
+                return device_set_vring_addr(d, &msg->payload.addr);
+
+        case VHOST_USER_SET_VRING_BASE:
+                r = expect_size(msg, sizeof(struct vhost_vring_state));
+                return r < 0 ? r : device_set_vring_base(d, msg->payload.state.index, msg->payload.state.num);
+
+        case VHOST_USER_GET_VRING_BASE: {
+                struct vhost_vring_state s;
+                r = expect_size(msg, sizeof(struct vhost_vring_state));
+                if (r >= 0)
+                        r = device_get_vring_base(d, msg->payload.state.index, &base);
+                /* The frontend waits for this reply whatever happened; an unknown queue reads 0. */
+                s = (struct vhost_vring_state) { .index = msg->payload.state.index, .num = r < 0 ? 0 : base };
+                *replied = true;
+                return send_reply(fd, msg, &s, sizeof s);
+        }
+
+        case VHOST_USER_SET_VRING_KICK:
+                r = vring_fd_payload(msg, &idx, &vfd);
+                return r < 0 ? r : device_set_vring_kick(d, idx, vfd);
+
+        case VHOST_USER_SET_VRING_CALL:
+                r = vring_fd_payload(msg, &idx, &vfd);
+                return r < 0 ? r : device_set_vring_call(d, idx, vfd);
+
+        case VHOST_USER_SET_VRING_ERR:
+                r = vring_fd_payload(msg, &idx, &vfd);
+                return r < 0 ? r : device_set_vring_err(d, idx, vfd);
+
+        case VHOST_USER_SET_VRING_ENABLE:
+                r = expect_size(msg, sizeof(struct vhost_vring_state));
+                if (r < 0)
+                        return r;
+                if (msg->payload.state.num > 1)
+                        return log_warning_errno(EINVAL, "SET_VRING_ENABLE with %u", msg->payload.state.num);
+                return device_set_vring_enable(d, msg->payload.state.index, msg->payload.state.num == 1);
+
+        default:
+                log_warning("Unsupported vhost-user request %u (%s), size %u: refusing it", msg->hdr.request,
+                            vhost_user_request_to_string(msg->hdr.request), msg->hdr.size);
+                return -EOPNOTSUPP;
+        }
+}
+
+int vhost_user_handle(Device *d, int fd, VhostUserMsg *msg) {
+        bool replied = false, need_ack;
+        int r, s;
+
+        log_debug("vhost-user %s flags 0x%x size %u fds %u", vhost_user_request_to_string(msg->hdr.request),
+                  msg->hdr.flags, msg->hdr.size, msg->n_fds);
+
+        need_ack = (msg->hdr.flags & VHOST_USER_NEED_REPLY_MASK) &&
+                   (d->protocol_features & (1ULL << VHOST_USER_PROTOCOL_F_REPLY_ACK));
+        r = dispatch(d, fd, msg, &replied);
+        vhost_user_msg_close_fds(msg); /* whatever the handler did not take */
+
+        if (replied) /* r is the result of sending the request's own reply */
+                return r;
+        if (r < 0)
+                log_debug_errno(r, "vhost-user %s failed: %m", vhost_user_request_to_string(msg->hdr.request));
+        if (need_ack) {
+                s = reply_u64(fd, msg, r < 0 ? 1 : 0);
+                if (s < 0)
+                        return s;
+        }
+        return 0;
+}

@@ -1,0 +1,203 @@
+/* virtqueue.c: split ring mechanics (virtio 1.x, split layout, indirect descriptors, event idx). */
+#include "virtqueue.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+/* Ring fields live in memory the guest writes concurrently: read and write them through volatile
+ * accesses so the compiler neither caches nor tears them. x86 and the other targets we care about
+ * are little endian; virtio 1.x rings are little endian. */
+#define RING_LOAD(x) (*(volatile __typeof__(x) *) &(x))
+#define RING_STORE(x, v) (*(volatile __typeof__(x) *) &(x) = (v))
+
+static size_t desc_size(unsigned num) {
+        return (size_t) num * sizeof(struct vring_desc);
+}
+static size_t avail_size(unsigned num, bool event_idx) {
+        return sizeof(struct vring_avail) + (size_t) num * sizeof(__virtio16) + (event_idx ? 2 : 0);
+}
+static size_t used_size(unsigned num, bool event_idx) {
+        return sizeof(struct vring_used) + (size_t) num * sizeof(struct vring_used_elem) + (event_idx ? 2 : 0);
+}
+
+int vq_map(VirtQueue *vq, const GuestMemory *mem) {
+        if (vq->num == 0 || !mem)
+                return -EINVAL;
+        /* Map the event-idx trailers too, whether negotiated or not, so a later SET_FEATURES cannot
+         * make us touch unmapped bytes. */
+        vq->desc = guest_memory_qva_to_ptr(mem, vq->desc_qva, desc_size(vq->num));
+        vq->avail = guest_memory_qva_to_ptr(mem, vq->avail_qva, avail_size(vq->num, true));
+        vq->used = guest_memory_qva_to_ptr(mem, vq->used_qva, used_size(vq->num, true));
+        if (!vq->desc || !vq->avail || !vq->used) {
+                vq->desc = NULL;
+                vq->avail = NULL;
+                vq->used = NULL;
+                return -EFAULT;
+        }
+        if (((uintptr_t) vq->desc & 15) || ((uintptr_t) vq->avail & 1) || ((uintptr_t) vq->used & 3))
+                return -EFAULT;
+        vq->used_idx = RING_LOAD(vq->used->idx);
+        vq->signalled_used_valid = false;
+        return 0;
+}
+
+unsigned vq_pending(const VirtQueue *vq) {
+        if (!vq->avail)
+                return 0;
+        return (uint16_t) (RING_LOAD(vq->avail->idx) - vq->last_avail);
+}
+
+static void set_avail_event(VirtQueue *vq, uint16_t v) {
+        /* avail_event sits right after the used ring entries. */
+        RING_STORE(*(__virtio16 *) &vq->used->ring[vq->num], v);
+}
+
+/* Appends the guest buffer [addr, addr+len) to elem. */
+static int elem_add(VirtQueue *vq, const GuestMemory *mem, VqElem *elem, uint64_t addr, uint32_t len, bool writable) {
+        unsigned used = elem->n_in + elem->n_out;
+        int n;
+
+        if (len == 0) /* nothing to read or write; harmless, skip it */
+                return 0;
+        n = guest_memory_gpa_to_iov(mem, addr, len, elem->iov + used, VQ_ELEM_MAX_IOV - used);
+        if (n < 0)
+                return n;
+        if (writable)
+                elem->n_out += (unsigned) n;
+        else
+                elem->n_in += (unsigned) n;
+        return 0;
+}
+
+/* Walks the chain at head. Returns 0 or a negative errno describing what is malformed. */
+static int walk_chain(VirtQueue *vq, const GuestMemory *mem, uint16_t head, VqElem *elem) {
+        const struct vring_desc *table = vq->desc;
+        unsigned table_size = vq->num, count = 0, i = head;
+        bool indirect = false;
+        uint64_t total = 0;
+
+        for (;;) {
+                struct vring_desc d;
+                int r;
+
+                if (i >= table_size)
+                        return -ERANGE; /* next index outside the table */
+                if (++count > table_size)
+                        return -ELOOP;
+                memcpy(&d, (const void *) &table[i], sizeof d);
+                /* The guest may keep writing the table; everything below uses the copy only. */
+                atomic_signal_fence(memory_order_seq_cst);
+
+                if (d.flags & VRING_DESC_F_INDIRECT) {
+                        if (!vq->indirect || indirect || (d.flags & VRING_DESC_F_NEXT))
+                                return -EINVAL; /* not negotiated, nested, or chained: all forbidden */
+                        if (d.len == 0 || d.len % sizeof(struct vring_desc) ||
+                            d.len / sizeof(struct vring_desc) > VQ_MAX_INDIRECT)
+                                return -EINVAL;
+                        table = guest_memory_gpa_to_ptr(mem, d.addr, d.len);
+                        if (!table || ((uintptr_t) table & 7))
+                                return -EFAULT;
+                        table_size = d.len / sizeof(struct vring_desc);
+                        indirect = true;
+                        count = 0;
+                        i = 0;
+                        continue;
+                }
+
+                if (d.flags & VRING_DESC_F_WRITE)
+                        ;
+                else if (elem->n_out > 0)
+                        return -EPROTO; /* readable after writable */
+                total += d.len;
+                if (total > VQ_MAX_CHAIN_BYTES)
+                        return -EFBIG;
+                r = elem_add(vq, mem, elem, d.addr, d.len, d.flags & VRING_DESC_F_WRITE);
+                if (r < 0)
+                        return r;
+                if (!(d.flags & VRING_DESC_F_NEXT))
+                        return 0;
+                i = d.next;
+        }
+}
+
+int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem) {
+        uint16_t avail_idx, head;
+        int r;
+
+        if (vq->broken || !vq->avail)
+                return -EPROTO;
+        avail_idx = RING_LOAD(vq->avail->idx);
+        if ((uint16_t) (avail_idx - vq->last_avail) > vq->num)
+                return -EPROTO; /* the guest claims more entries than the ring holds */
+        if (avail_idx == vq->last_avail)
+                return VQ_POP_EMPTY;
+        /* Read the ring entry and descriptors only after the index that published them. */
+        atomic_thread_fence(memory_order_acquire);
+
+        head = RING_LOAD(vq->avail->ring[vq->last_avail & (vq->num - 1)]);
+        vq->last_avail++;
+        if (vq->event_idx)
+                set_avail_event(vq, vq->last_avail);
+        if (head >= vq->num)
+                return -EPROTO; /* cannot be returned to the guest: the ring is unusable */
+
+        elem->head = head;
+        elem->n_in = elem->n_out = 0;
+        r = walk_chain(vq, mem, head, elem);
+        if (r < 0) {
+                elem->n_in = elem->n_out = 0;
+                return VQ_POP_BAD_CHAIN;
+        }
+        return VQ_POP_OK;
+}
+
+void vq_push(VirtQueue *vq, uint16_t head, uint32_t len) {
+        struct vring_used_elem *u = &vq->used->ring[vq->used_idx & (vq->num - 1)];
+
+        RING_STORE(u->id, head);
+        RING_STORE(u->len, len);
+        vq->used_idx++;
+}
+
+bool vq_flush(VirtQueue *vq) {
+        uint16_t old, new = vq->used_idx;
+
+        /* The element (and the reply bytes) must be visible before the index that publishes them. */
+        atomic_thread_fence(memory_order_release);
+        RING_STORE(vq->used->idx, new);
+        /* Store-to-load ordering: the guest must not miss our index while we read its event index
+         * (or flags), else both sides wait for each other. */
+        atomic_thread_fence(memory_order_seq_cst);
+
+        if (!vq->event_idx)
+                return !(RING_LOAD(vq->avail->flags) & VRING_AVAIL_F_NO_INTERRUPT);
+
+        /* After (re)mapping we do not know what the guest last saw: notify once to be safe. */
+        if (!vq->signalled_used_valid) {
+                vq->signalled_used_valid = true;
+                vq->signalled_used = new;
+                return true;
+        }
+        old = vq->signalled_used;
+        vq->signalled_used = new;
+        return vring_need_event(RING_LOAD(vq->avail->ring[vq->num]), new, old);
+}
+
+void vq_disable_notify(VirtQueue *vq) {
+        if (!vq->used || vq->event_idx)
+                return; /* with event idx, avail_event already trails last_avail */
+        RING_STORE(vq->used->flags, RING_LOAD(vq->used->flags) | VRING_USED_F_NO_NOTIFY);
+}
+
+bool vq_enable_notify(VirtQueue *vq) {
+        if (!vq->used)
+                return false;
+        if (vq->event_idx)
+                set_avail_event(vq, vq->last_avail);
+        else
+                RING_STORE(vq->used->flags, RING_LOAD(vq->used->flags) & ~VRING_USED_F_NO_NOTIFY);
+        /* Publish the request for a kick before looking at the index again; otherwise a request
+         * posted in between would wait for a kick the guest decided not to send. */
+        atomic_thread_fence(memory_order_seq_cst);
+        return vq_pending(vq) > 0;
+}

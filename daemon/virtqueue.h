@@ -1,0 +1,77 @@
+/* virtqueue.h: one split virtqueue: popping descriptor chains, pushing used elements, notifying.
+ *
+ * Not thread-safe by itself: the device layer serialises pop, push, notify and reconfiguration of
+ * one queue with that queue's lock (see device.c). The guest writes the ring concurrently, so every
+ * ring field is read once, copied, and then validated. */
+#pragma once
+
+#include <linux/virtio_ring.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "guest-memory.h"
+
+#define VQ_MAX_SIZE 32768         /* largest split ring the spec allows */
+#define VQ_MAX_INDIRECT 1024      /* entries in one indirect table, as QEMU and Linux cap it */
+#define VQ_ELEM_MAX_IOV 1024      /* iovecs in one chain: 256 data pages + headers with room */
+#define VQ_MAX_CHAIN_BYTES (1ULL << 32)
+
+/* One popped request: the readable iovecs first (n_in), then the writable ones (n_out). */
+typedef struct VqElem {
+        struct VqElem *next_free; /* free-list link while not in use */
+        GuestMemory *mem;         /* the snapshot iov points into; held until the element is pushed */
+        uint16_t head;
+        unsigned n_in, n_out;
+        struct iovec iov[VQ_ELEM_MAX_IOV];
+} VqElem;
+
+typedef struct VirtQueue {
+        unsigned index;
+        unsigned num; /* ring size, a power of two, 0 = not set */
+
+        /* Ring addresses as the frontend sent them (its own virtual addresses) and our mapping. */
+        uint64_t desc_qva, avail_qva, used_qva;
+        struct vring_desc *desc;
+        struct vring_avail *avail;
+        struct vring_used *used;
+
+        uint16_t last_avail; /* next avail entry to consume */
+        uint16_t used_idx;   /* our copy of used->idx */
+        uint16_t signalled_used;
+        bool signalled_used_valid;
+
+        bool event_idx;
+        bool indirect;
+        bool broken;
+} VirtQueue;
+
+typedef enum VqPopResult {
+        VQ_POP_EMPTY = 0,
+        VQ_POP_OK = 1,
+        VQ_POP_BAD_CHAIN = 2, /* *head is valid: complete it with length 0 */
+} VqPopResult;
+
+/* Maps the ring addresses in mem. -EFAULT if any part lies outside guest memory. Reads the used
+ * index from the ring (the frontend does not send it). */
+int vq_map(VirtQueue *vq, const GuestMemory *mem);
+
+/* Pops the next chain into elem (translating through mem). Returns VQ_POP_EMPTY, VQ_POP_OK,
+ * VQ_POP_BAD_CHAIN (elem->head set, the chain was malformed: logged by the caller), or -EPROTO when
+ * the ring itself is corrupt (the caller marks the queue broken). */
+int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem);
+
+/* Puts one completed chain on the used ring (not yet visible to the guest). */
+void vq_push(VirtQueue *vq, uint16_t head, uint32_t len);
+
+/* Publishes pushed elements; returns true if the guest wants an interrupt now. */
+bool vq_flush(VirtQueue *vq);
+
+/* Asks the guest for a kick on the next request (before sleeping) and returns true if requests
+ * arrived meanwhile, so the caller processes them instead of sleeping. */
+bool vq_enable_notify(VirtQueue *vq);
+/* Tells the guest kicks are not needed while we are busy popping. */
+void vq_disable_notify(VirtQueue *vq);
+
+/* Requests available and not yet popped. */
+unsigned vq_pending(const VirtQueue *vq);
