@@ -1,0 +1,324 @@
+/* test-virtqueue.c: split-ring popping, pushing and notification, and hostile rings. */
+#include <check.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "virtqueue.h"
+
+#define NUM 16
+#define UADDR 0x7f0000000000ULL
+#define DESC_GPA 0x0
+#define AVAIL_GPA 0x1000
+#define USED_GPA 0x2000
+#define IND_GPA 0x3000
+#define BUF_GPA 0x10000
+#define MEM_SIZE (1 << 20)
+
+static int memfd = -1;
+static GuestMemory *mem;
+static uint8_t *host;
+static VirtQueue vq;
+static VqElem elem;
+static uint16_t avail_idx;
+
+static struct vring_desc *desc(void) {
+        return (struct vring_desc *) (host + DESC_GPA);
+}
+static struct vring_avail *avail(void) {
+        return (struct vring_avail *) (host + AVAIL_GPA);
+}
+static struct vring_used *used(void) {
+        return (struct vring_used *) (host + USED_GPA);
+}
+
+static void setup(void) {
+        GuestRegion *g;
+        GuestMemory *m0;
+
+        memfd = memfd_create("vq", MFD_CLOEXEC);
+        ck_assert_int_ge(memfd, 0);
+        ck_assert_int_eq(ftruncate(memfd, MEM_SIZE), 0);
+        ck_assert_int_eq(guest_region_new(&g, memfd, 0, MEM_SIZE, UADDR, 0), 0);
+        ck_assert_int_eq(guest_memory_new(&m0), 0);
+        ck_assert_int_eq(guest_memory_add(m0, g, &mem), 0);
+        host = g->host;
+        guest_region_unref(g);
+        guest_memory_unref(m0);
+
+        vq = (VirtQueue) { .num = NUM, .desc_qva = UADDR + DESC_GPA, .avail_qva = UADDR + AVAIL_GPA,
+                           .used_qva = UADDR + USED_GPA, .indirect = true };
+        avail_idx = 0;
+        ck_assert_int_eq(vq_map(&vq, mem), 0);
+}
+
+static void teardown(void) {
+        guest_memory_unref(mem);
+        close(memfd);
+}
+
+static void set_desc(unsigned i, uint64_t addr, uint32_t len, uint16_t flags, uint16_t next) {
+        desc()[i] = (struct vring_desc) { .addr = addr, .len = len, .flags = flags, .next = next };
+}
+
+static void post(uint16_t head) {
+        avail()->ring[avail_idx % NUM] = head;
+        avail_idx++;
+        avail()->idx = avail_idx;
+}
+
+START_TEST(test_pop_direct_chain) {
+        memcpy(host + BUF_GPA, "request", 7);
+        set_desc(3, BUF_GPA, 7, VRING_DESC_F_NEXT, 5);
+        set_desc(5, BUF_GPA + 0x100, 16, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 6);
+        set_desc(6, BUF_GPA + 0x200, 32, VRING_DESC_F_WRITE, 0);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_EMPTY);
+        post(3);
+        ck_assert_uint_eq(vq_pending(&vq), 1);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+        ck_assert_uint_eq(elem.head, 3);
+        ck_assert_uint_eq(elem.n_in, 1);
+        ck_assert_uint_eq(elem.n_out, 2);
+        ck_assert_mem_eq(elem.iov[0].iov_base, "request", 7);
+        ck_assert_ptr_eq(elem.iov[2].iov_base, host + BUF_GPA + 0x200);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_EMPTY);
+
+        vq_push(&vq, 3, 48);
+        ck_assert_uint_eq(used()->idx, 0); /* not published before flush */
+        ck_assert(vq_flush(&vq));
+        ck_assert_uint_eq(used()->idx, 1);
+        ck_assert_uint_eq(used()->ring[0].id, 3);
+        ck_assert_uint_eq(used()->ring[0].len, 48);
+}
+END_TEST
+
+START_TEST(test_pop_indirect) {
+        struct vring_desc *t = (struct vring_desc *) (host + IND_GPA);
+        t[0] = (struct vring_desc) { BUF_GPA, 40, VRING_DESC_F_NEXT, 1 };
+        t[1] = (struct vring_desc) { BUF_GPA + 0x1000, 16, VRING_DESC_F_WRITE, 0 };
+        set_desc(0, IND_GPA, 2 * sizeof *t, VRING_DESC_F_INDIRECT, 0);
+        post(0);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+        ck_assert_uint_eq(elem.n_in, 1);
+        ck_assert_uint_eq(elem.n_out, 1);
+        ck_assert_uint_eq(elem.iov[1].iov_len, 16);
+}
+END_TEST
+
+/* Each malformed chain fails its own request only; the ring keeps working afterwards. */
+static void expect_bad_then_good(void) {
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_BAD_CHAIN);
+        ck_assert_uint_eq(elem.n_in + elem.n_out, 0);
+        set_desc(9, BUF_GPA, 8, 0, 0);
+        post(9);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+        ck_assert_uint_eq(elem.head, 9);
+}
+
+START_TEST(test_loop) {
+        set_desc(1, BUF_GPA, 8, VRING_DESC_F_NEXT, 2);
+        set_desc(2, BUF_GPA, 8, VRING_DESC_F_NEXT, 1);
+        post(1);
+        expect_bad_then_good();
+}
+END_TEST
+
+START_TEST(test_next_out_of_range) {
+        set_desc(1, BUF_GPA, 8, VRING_DESC_F_NEXT, NUM);
+        post(1);
+        expect_bad_then_good();
+}
+END_TEST
+
+START_TEST(test_addr_outside_memory) {
+        set_desc(1, MEM_SIZE - 4, 8, 0, 0);
+        post(1);
+        expect_bad_then_good();
+}
+END_TEST
+
+START_TEST(test_addr_wraps) {
+        set_desc(1, UINT64_MAX - 2, 8, 0, 0);
+        post(1);
+        expect_bad_then_good();
+}
+END_TEST
+
+START_TEST(test_readable_after_writable) {
+        set_desc(1, BUF_GPA, 8, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 2);
+        set_desc(2, BUF_GPA, 8, 0, 0);
+        post(1);
+        expect_bad_then_good();
+}
+END_TEST
+
+START_TEST(test_nested_indirect) {
+        struct vring_desc *t = (struct vring_desc *) (host + IND_GPA);
+        t[0] = (struct vring_desc) { IND_GPA, 16, VRING_DESC_F_INDIRECT, 0 };
+        set_desc(1, IND_GPA, 16, VRING_DESC_F_INDIRECT, 0);
+        post(1);
+        expect_bad_then_good();
+}
+END_TEST
+
+START_TEST(test_indirect_bad_len) {
+        set_desc(1, IND_GPA, 0, VRING_DESC_F_INDIRECT, 0);
+        post(1);
+        expect_bad_then_good();
+        set_desc(1, IND_GPA, 24, VRING_DESC_F_INDIRECT, 0);
+        post(1);
+        expect_bad_then_good();
+        set_desc(1, IND_GPA, 16 * (VQ_MAX_INDIRECT + 1), VRING_DESC_F_INDIRECT, 0);
+        post(1);
+        expect_bad_then_good();
+        set_desc(1, IND_GPA, 16, VRING_DESC_F_INDIRECT | VRING_DESC_F_NEXT, 2);
+        post(1);
+        expect_bad_then_good();
+}
+END_TEST
+
+START_TEST(test_indirect_loop) {
+        struct vring_desc *t = (struct vring_desc *) (host + IND_GPA);
+        t[0] = (struct vring_desc) { BUF_GPA, 8, VRING_DESC_F_NEXT, 1 };
+        t[1] = (struct vring_desc) { BUF_GPA, 8, VRING_DESC_F_NEXT, 0 };
+        set_desc(1, IND_GPA, 32, VRING_DESC_F_INDIRECT, 0);
+        post(1);
+        expect_bad_then_good();
+}
+END_TEST
+
+START_TEST(test_indirect_not_negotiated) {
+        vq.indirect = false;
+        set_desc(1, IND_GPA, 16, VRING_DESC_F_INDIRECT, 0);
+        post(1);
+        expect_bad_then_good();
+}
+END_TEST
+
+START_TEST(test_too_many_iovecs) {
+        /* A whole table of descriptors is fine; more iovecs than an element holds is not. Use an
+         * indirect table of 1024 entries each straddling nothing: allowed (== VQ_ELEM_MAX_IOV). */
+        struct vring_desc *t = (struct vring_desc *) (host + 0x80000);
+        for (unsigned i = 0; i < VQ_MAX_INDIRECT; i++)
+                t[i] = (struct vring_desc) { BUF_GPA, 1, i + 1 < VQ_MAX_INDIRECT ? VRING_DESC_F_NEXT : 0, i + 1 };
+        set_desc(1, 0x80000, 16 * VQ_MAX_INDIRECT, VRING_DESC_F_INDIRECT, 0);
+        post(1);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+        ck_assert_uint_eq(elem.n_in, VQ_MAX_INDIRECT);
+}
+END_TEST
+
+START_TEST(test_bad_head_breaks_ring) {
+        post(NUM);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_avail_jump_breaks_ring) {
+        avail()->idx = NUM + 1;
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_ring_outside_memory) {
+        VirtQueue bad = vq;
+        bad.used_qva = UADDR + MEM_SIZE - 8;
+        ck_assert_int_eq(vq_map(&bad, mem), -EFAULT);
+        bad = vq;
+        bad.desc_qva = 0x1000; /* a guest-physical address is not a frontend address */
+        ck_assert_int_eq(vq_map(&bad, mem), -EFAULT);
+}
+END_TEST
+
+START_TEST(test_event_idx) {
+        vq.event_idx = true;
+        set_desc(1, BUF_GPA, 8, 0, 0);
+        post(1);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+        /* avail_event follows what we consumed */
+        ck_assert_uint_eq(*(uint16_t *) &used()->ring[NUM], 1);
+        vq_push(&vq, 1, 0);
+        ck_assert(vq_flush(&vq)); /* first flush after mapping always notifies */
+        /* The guest asks for an interrupt only after used idx passes 5. */
+        avail()->ring[NUM] = 5;
+        for (int i = 0; i < 4; i++) {
+                post(1);
+                ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+                vq_push(&vq, 1, 0);
+                ck_assert(!vq_flush(&vq));
+        }
+        post(1);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+        vq_push(&vq, 1, 0);
+        ck_assert(vq_flush(&vq)); /* used idx went 5 -> 6 */
+        ck_assert(!vq_enable_notify(&vq));
+        post(1);
+        ck_assert(vq_enable_notify(&vq)); /* a request arrived: do not sleep */
+}
+END_TEST
+
+START_TEST(test_no_interrupt_flag) {
+        set_desc(1, BUF_GPA, 8, 0, 0);
+        post(1);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+        vq_push(&vq, 1, 0);
+        avail()->flags = VRING_AVAIL_F_NO_INTERRUPT;
+        ck_assert(!vq_flush(&vq));
+        avail()->flags = 0;
+        vq_disable_notify(&vq);
+        ck_assert(used()->flags & VRING_USED_F_NO_NOTIFY);
+        ck_assert(!vq_enable_notify(&vq));
+        ck_assert(!(used()->flags & VRING_USED_F_NO_NOTIFY));
+}
+END_TEST
+
+START_TEST(test_index_wrap) {
+        /* Start near the u16 wrap, as after long uptime. */
+        avail_idx = 65534;
+        avail()->idx = avail_idx;
+        vq.last_avail = 65534;
+        used()->idx = 65534;
+        ck_assert_int_eq(vq_map(&vq, mem), 0);
+        set_desc(1, BUF_GPA, 8, 0, 0);
+        for (int i = 0; i < 4; i++) {
+                post(1);
+                ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+                vq_push(&vq, 1, 0);
+                vq_flush(&vq);
+        }
+        ck_assert_uint_eq(vq.last_avail, 2);
+        ck_assert_uint_eq(used()->idx, 2);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("virtqueue");
+        TCase *tc = tcase_create("core");
+        SRunner *sr;
+        int failed;
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, test_pop_direct_chain);
+        tcase_add_test(tc, test_pop_indirect);
+        tcase_add_test(tc, test_loop);
+        tcase_add_test(tc, test_next_out_of_range);
+        tcase_add_test(tc, test_addr_outside_memory);
+        tcase_add_test(tc, test_addr_wraps);
+        tcase_add_test(tc, test_readable_after_writable);
+        tcase_add_test(tc, test_nested_indirect);
+        tcase_add_test(tc, test_indirect_bad_len);
+        tcase_add_test(tc, test_indirect_loop);
+        tcase_add_test(tc, test_indirect_not_negotiated);
+        tcase_add_test(tc, test_too_many_iovecs);
+        tcase_add_test(tc, test_bad_head_breaks_ring);
+        tcase_add_test(tc, test_avail_jump_breaks_ring);
+        tcase_add_test(tc, test_ring_outside_memory);
+        tcase_add_test(tc, test_event_idx);
+        tcase_add_test(tc, test_no_interrupt_flag);
+        tcase_add_test(tc, test_index_wrap);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
