@@ -1,0 +1,80 @@
+#!/bin/bash
+# test-all.sh: installs what is needed, builds, and runs every test suite: the plain build, then
+# the ASan+UBSan and TSan builds, the fuzz targets, and a benchmark smoke run. Run as root on
+# Debian 12. Exits non-zero if anything fails; the last line counts the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+
+tools/install-deps.sh
+
+passed=0
+failed=0
+failed_names=()
+
+# Adds the results of one meson test run (from its JSON log) to the totals.
+count_results() {
+        local log=$1/meson-logs/testlog${2:+-$2}.json
+        [ -f "$log" ] || return 0
+        read -r p f names < <(python3 - "$log" <<'PY'
+import json, sys
+p = f = 0
+bad = []
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t["result"] in ("OK", "EXPECTEDFAIL"):
+        p += 1
+    elif t["result"] != "SKIP":
+        f += 1
+        bad.append(t["name"])
+print(p, f, ",".join(bad) or "-")
+PY
+)
+        passed=$((passed + p))
+        failed=$((failed + f))
+        [ "$names" = "-" ] || failed_names+=("$1: $names")
+}
+
+# Runs one meson test invocation; a failure is counted, not fatal, so every suite runs.
+run_suite() {
+        local dir=$1 setup=$2
+        shift 2
+        echo "=== meson test -C $dir ${setup:+--setup=$setup} $*"
+        rm -f "$dir"/meson-logs/testlog*.json
+        meson test -C "$dir" ${setup:+--setup=$setup} --print-errorlogs "$@" || true
+        count_results "$dir" "$setup"
+}
+
+setup_build() {
+        local dir=$1
+        shift
+        if [ -d "$dir" ]; then
+                meson setup --reconfigure "$dir" "$@" >/dev/null
+        else
+                meson setup "$dir" "$@"
+        fi
+        meson compile -C "$dir"
+}
+
+export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-120}
+
+# 1. Plain build with -Werror: every suite, the real-guest and systemd ones included.
+setup_build build --werror
+run_suite build ""
+
+# 2. ASan+UBSan: everything that does not boot a guest (hostile input included).
+setup_build build-asan --werror -Db_sanitize=address,undefined -Db_lundef=false
+run_suite build-asan asan --no-suite vm --no-suite systemd --no-suite bench
+
+# 3. ThreadSanitizer: the threading code and its stress test.
+if meson introspect build --tests | grep -q '"stress"'; then
+        setup_build build-tsan --werror -Db_sanitize=thread -Db_lundef=false
+        run_suite build-tsan tsan --suite unit --suite stress
+fi
+
+echo
+if [ ${#failed_names[@]} -gt 0 ]; then
+        printf 'failed: %s\n' "${failed_names[@]}"
+fi
+echo "vufsd tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
