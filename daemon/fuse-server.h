@@ -4,6 +4,7 @@
  * threads and pool workers); the filesystem state behind it is locked internally. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "chain.h"
@@ -33,3 +34,9 @@ void fuse_server_reset(FuseServer *s);
 /* The live cache policy: new lookups and opens follow it at once. */
 int fuse_server_set_cache_policy(FuseServer *s, CachePolicy p);
 CachePolicy fuse_server_get_cache_policy(FuseServer *s);
+
+/* Whether the request in `in` (not consumed) may block for an unbounded time: a blocking lock
+ * (SETLKW) waits for another guest process. The executor runs such requests off the queue thread
+ * so the queue keeps moving; INTERRUPT from the guest (or a session reset) cancels the wait with
+ * EINTR. Cheap: reads only the opcode. */
+bool fuse_server_request_may_block(const ChainIter *in);

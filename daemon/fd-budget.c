@@ -1,0 +1,61 @@
+/* fd-budget.c: RLIMIT_NOFILE raising and the default fd budget. */
+#include "fd-budget.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <sys/resource.h>
+
+#include "util.h"
+
+#define FD_RESERVE_DAEMON 256     /* fds the daemon itself may need besides guest-held ones */
+#define FD_RESERVE_HOST 16384     /* file-max headroom left to the rest of the host */
+
+static int read_u64_file(const char *path, uint64_t *ret) {
+        FILE *f = fopen(path, "re");
+        unsigned long long v;
+        int r;
+
+        if (!f)
+                return negative_errno();
+        r = fscanf(f, "%llu", &v);
+        fclose(f);
+        if (r != 1)
+                return -EIO;
+        *ret = v;
+        return 0;
+}
+
+int64_t fd_budget_raise_rlimit(uint64_t want) {
+        struct rlimit rl;
+        uint64_t limit = want > 0 ? want : 1000000, v;
+
+        if (read_u64_file("/proc/sys/fs/nr_open", &v) >= 0)
+                limit = MIN(limit, v);
+        if (read_u64_file("/proc/sys/fs/file-max", &v) >= 0 && v > FD_RESERVE_HOST)
+                limit = MIN(limit, v - FD_RESERVE_HOST);
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return negative_errno();
+        if (rl.rlim_cur >= limit)
+                return (int64_t) rl.rlim_cur;
+        if (rl.rlim_max < limit) {
+                /* Raising the hard limit needs CAP_SYS_RESOURCE; without it use what we have. */
+                struct rlimit n = { limit, limit };
+                if (setrlimit(RLIMIT_NOFILE, &n) >= 0)
+                        return (int64_t) limit;
+                limit = rl.rlim_max;
+        }
+        rl.rlim_cur = limit;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return negative_errno();
+        return (int64_t) limit;
+}
+
+uint64_t fd_budget_default_max(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+                return 1000000;
+        if (rl.rlim_cur <= 2 * FD_RESERVE_DAEMON)
+                return rl.rlim_cur / 2;
+        return rl.rlim_cur - FD_RESERVE_DAEMON;
+}

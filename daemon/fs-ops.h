@@ -1,0 +1,161 @@
+/* fs-ops.h: the filesystem interface between the FUSE server and a filesystem implementation.
+ *
+ * The FUSE server decodes and validates requests (lengths, names at fs-names.h's choke point,
+ * sizes against max_write and the reply space) and calls one of these operations; the filesystem
+ * works on host objects and returns 0 / a count, or a negative errno that the server puts into the
+ * reply. Operations are called from several threads at once and must be thread-safe.
+ *
+ * Contract:
+ * - Nodeids are integers issued by the filesystem, never pointers; 1 is the root (FUSE_ROOT_ID),
+ *   0 is never a valid node. A nodeid is never reused within the life of the filesystem object.
+ * - Every operation that fills an FsEntry with nodeid != 0 (lookup, mknod, mkdir, symlink, link,
+ *   create, and each READDIRPLUS entry added to an FsDirBuf) counts one guest lookup of that node.
+ *   forget() subtracts (saturating at 0); at 0 the nodeid becomes invalid (operations answer -EBADF
+ *   for a nodeid they do not know) and the host handle is dropped. The root is never dropped.
+ *   If the server cannot deliver an entry it obtained, it must forget it again (nlookup 1).
+ * - Handles (fh) are integers issued by open/opendir/create, valid until release/releasedir. Every
+ *   operation taking an fh checks it belongs to the nodeid it came with (and is a file or directory
+ *   handle as the operation requires): -EBADF otherwise.
+ * - Names given to the ops have been validated (fs_name_validate; "." and ".." only reach lookup).
+ * - Only regular files and directories are ever opened for I/O; everything else exists only as an
+ *   O_PATH handle. Symlinks are never followed on the host.
+ * - Creating operations run as the caller (ctx uid/gid, and umask where the opcode carries one), so
+ *   ownership, setgid directories and permission checks are the host kernel's. Other operations
+ *   run with the daemon's identity; the guest kernel enforces permissions (default_permissions).
+ * - When the fd budget is spent, operations that would hold another fd answer -ENFILE.
+ */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* The caller of one request. */
+typedef struct FsCtx {
+        uint32_t uid, gid, pid;
+        uint64_t unique;
+        uint32_t umask;      /* valid when has_umask */
+        bool has_umask;
+        /* Set by the server when the guest interrupts this request; long waits poll it. */
+        const _Atomic bool *interrupted;
+} FsCtx;
+
+/* One node handed to the guest (nodeid 0: no node, e.g. "." in READDIRPLUS). */
+typedef struct FsEntry {
+        uint64_t nodeid;
+        uint64_t generation;
+        struct stat st;
+} FsEntry;
+
+#define FS_NO_FH UINT64_MAX
+
+/* SETATTR: valid holds FATTR_* bits of linux/fuse.h. */
+typedef struct FsSetattr {
+        uint32_t valid;
+        uint64_t fh;         /* with FATTR_FH */
+        mode_t mode;
+        uid_t uid;
+        gid_t gid;
+        uint64_t size;
+        struct timespec atime, mtime;
+} FsSetattr;
+
+/* A byte-range lock as FUSE carries it (end inclusive; type F_RDLCK/F_WRLCK/F_UNLCK). */
+typedef struct FsLock {
+        uint64_t start, end;
+        uint32_t type;
+        uint32_t pid;
+} FsLock;
+
+/* Filled by readdir. The server owns it; the filesystem only calls these two. */
+typedef struct FsDirBuf FsDirBuf;
+/* Whether an entry with a name of namelen bytes still fits. */
+bool fs_dirbuf_fits(const FsDirBuf *b, size_t namelen);
+/* Adds one entry: ino/type (DT_*) for READDIR; for READDIRPLUS entry (nodeid 0 allowed, counted as
+ * a lookup otherwise). off = the cookie that continues after this entry. -ENOSPC when it does not
+ * fit (nothing added: the caller must then forget a node it looked up for it). */
+int fs_dirbuf_add(FsDirBuf *b, const char *name, size_t namelen, uint64_t ino, unsigned type, uint64_t off,
+                  const FsEntry *entry);
+bool fs_dirbuf_plus(const FsDirBuf *b);
+
+typedef struct FsOps {
+        /* A new session (INIT, DESTROY, reset): forget every node but the root, drop every handle;
+         * writeback: the guest caches writes (FUSE_WRITEBACK_CACHE), so write-only opens must be
+         * readable and O_APPEND is the guest's business. */
+        void (*session_reset)(void *fs, bool writeback);
+
+        int (*lookup)(void *fs, const FsCtx *c, uint64_t parent, const char *name, FsEntry *ret);
+        void (*forget)(void *fs, uint64_t nodeid, uint64_t nlookup);
+        int (*getattr)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, struct stat *ret);
+        int (*setattr)(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr *a, struct stat *ret);
+        /* Returns the target length; -ENAMETOOLONG... never truncates silently: size is the space. */
+        int (*readlink)(void *fs, const FsCtx *c, uint64_t nodeid, char *buf, size_t size);
+        int (*mknod)(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
+                     FsEntry *ret);
+        int (*mkdir)(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, FsEntry *ret);
+        int (*symlink)(void *fs, const FsCtx *c, uint64_t parent, const char *name, const char *target,
+                       FsEntry *ret);
+        int (*unlink)(void *fs, const FsCtx *c, uint64_t parent, const char *name);
+        int (*rmdir)(void *fs, const FsCtx *c, uint64_t parent, const char *name);
+        /* flags: RENAME_NOREPLACE / RENAME_EXCHANGE / RENAME_WHITEOUT. */
+        int (*rename)(void *fs, const FsCtx *c, uint64_t parent, const char *name, uint64_t newparent,
+                      const char *newname, unsigned flags);
+        int (*link)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t newparent, const char *newname,
+                    FsEntry *ret);
+
+        /* flags: the guest's open flags (O_CREAT refused: creation is create()'s job); kill_priv:
+         * clear setuid/setgid as a truncating open by an unprivileged caller would. */
+        int (*open)(void *fs, const FsCtx *c, uint64_t nodeid, int flags, bool kill_priv, uint64_t *ret_fh);
+        int (*create)(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, int flags,
+                      bool kill_priv, FsEntry *ret, uint64_t *ret_fh);
+        /* O_TMPFILE in the directory parent: the entry is a new unnamed file. */
+        int (*tmpfile)(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, int flags, FsEntry *ret,
+                       uint64_t *ret_fh);
+        /* Reads into / writes from iov (guest memory); returns bytes. */
+        ssize_t (*read)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off,
+                        const struct iovec *iov, unsigned niov);
+        /* kill_priv: clear setuid/setgid as a write by an unprivileged caller would. */
+        ssize_t (*write)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off,
+                         const struct iovec *iov, unsigned niov, bool kill_priv);
+        int (*flush)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t lock_owner);
+        /* flock_unlock: release the flock() lock of the handle as well. */
+        int (*release)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t lock_owner,
+                       bool flock_unlock);
+        int (*fsync)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool datasync);
+
+        int (*opendir)(void *fs, const FsCtx *c, uint64_t nodeid, int flags, uint64_t *ret_fh);
+        int (*readdir)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, FsDirBuf *buf);
+        int (*releasedir)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh);
+        int (*fsyncdir)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool datasync);
+
+        int (*statfs)(void *fs, const FsCtx *c, uint64_t nodeid, struct statvfs *ret);
+        int (*access)(void *fs, const FsCtx *c, uint64_t nodeid, int mask);
+        int (*syncfs)(void *fs, const FsCtx *c, uint64_t nodeid);
+
+        /* xattrs: size 0 asks for the size needed; a buffer too small is -ERANGE. */
+        int (*setxattr)(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, const void *value,
+                        size_t size, int flags);
+        ssize_t (*getxattr)(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, void *buf,
+                            size_t size);
+        ssize_t (*listxattr)(void *fs, const FsCtx *c, uint64_t nodeid, void *buf, size_t size);
+        int (*removexattr)(void *fs, const FsCtx *c, uint64_t nodeid, const char *name);
+
+        int (*fallocate)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, int mode, uint64_t off,
+                         uint64_t len);
+        /* Returns the new offset (SEEK_DATA/SEEK_HOLE/SEEK_SET/SEEK_CUR/SEEK_END). */
+        int64_t (*lseek)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, int64_t off, int whence);
+        ssize_t (*copy_file_range)(void *fs, const FsCtx *c, uint64_t nodeid_in, uint64_t fh_in, uint64_t off_in,
+                                   uint64_t nodeid_out, uint64_t fh_out, uint64_t off_out, uint64_t len,
+                                   unsigned flags);
+
+        /* POSIX byte-range locks per lock owner; flock=true for flock() semantics (whole file, per
+         * handle). setlk with wait=true may block: the caller runs it where blocking is acceptable;
+         * it returns -EINTR when the waiting thread is signalled (INTERRUPT). */
+        int (*getlk)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, FsLock *lk);
+        int (*setlk)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk,
+                     bool flock, bool wait);
+} FsOps;

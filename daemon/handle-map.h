@@ -1,0 +1,51 @@
+/* handle-map.h: guest file handles (fh): integer ids over host fds opened for I/O. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fd-budget.h"
+#include "inode-map.h"
+
+typedef struct HandleMap HandleMap;
+
+typedef struct Handle {
+        HandleMap *map;
+        uint64_t fh;      /* never reused while the map lives */
+        Inode *inode;     /* the node it was opened on; one in-flight reference held */
+        int fd;           /* opened for I/O (regular file or directory), owned */
+        int flags;        /* open flags as used on the host */
+        bool dir;
+        /* Serialises getdents+lseek on a directory handle (the position lives in the open file);
+         * only directory reads take it. */
+        pthread_mutex_t dir_lock;
+        uint64_t refs;    /* in-flight users + 1 while in the map; under the map lock */
+} Handle;
+
+int handle_map_new(HandleMap **ret, FdBudget *budget);
+HandleMap *handle_map_free(HandleMap *m);
+
+/* Registers fd (taken over; its budget already taken by the caller) opened on inode (a reference is
+ * taken). Returns the new fh. */
+int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint64_t *ret_fh);
+
+/* The handle fh with one in-flight reference, if it exists and belongs to nodeid (and, with
+ * want_dir, is a directory handle or not). -EBADF otherwise: an fh never issued, released, or of
+ * another inode is the same error. */
+int handle_map_get(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir, Handle **ret);
+void handle_unref(Handle *h);
+static inline void handle_unrefp(Handle **h) {
+        if (*h)
+                handle_unref(*h);
+}
+
+/* Removes fh (RELEASE/RELEASEDIR); -EBADF as handle_map_get(). The fd closes when the last
+ * in-flight user is done. */
+int handle_map_remove(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir);
+
+/* Removes every handle (new session). */
+void handle_map_clear(HandleMap *m);
+
+unsigned handle_map_size(HandleMap *m);

@@ -1,0 +1,75 @@
+/* inode-map.h: guest-visible inodes: integer nodeids over O_PATH handles, with lookup counts. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "fd-budget.h"
+
+typedef struct InodeMap InodeMap;
+
+/* What makes two O_PATH handles the same inode: hard links share one node. */
+typedef struct InodeKey {
+        uint64_t dev;
+        uint64_t ino;
+        uint64_t mnt_id; /* 0 when the kernel cannot tell */
+} InodeKey;
+
+typedef struct Inode {
+        InodeMap *map;
+        uint64_t nodeid;  /* never 0, never reused while the map lives; root = 1 */
+        int fd;           /* O_PATH|O_NOFOLLOW handle, owned */
+        InodeKey key;
+        mode_t type;      /* S_IFMT bits, fixed for the inode's life */
+        /* Both counts are protected by the map lock. */
+        uint64_t nlookup; /* guest references (LOOKUP/CREATE/... minus FORGET), saturating */
+        uint64_t refs;    /* in-flight users; the inode is freed when both reach 0 */
+        bool linked;      /* reachable through the map (by nodeid and key) */
+        bool pinned;      /* the root: never forgotten */
+
+        /* POSIX locks: one OFD per guest lock owner, so owners conflict and one owner's locks
+         * merge as the kernel expects. plock_mutex guards the table (lock owner -> fd); it is held
+         * only to find or add an entry, never across a blocking fcntl. */
+        pthread_mutex_t plock_mutex;
+        void *plocks;     /* GHashTable*, created on first use */
+} Inode;
+
+int inode_map_new(InodeMap **ret, FdBudget *budget);
+InodeMap *inode_map_free(InodeMap *m);
+
+/* Installs the root inode (nodeid 1) over fd (an O_PATH directory fd, taken over). */
+int inode_map_set_root(InodeMap *m, int fd, const struct statx *stx);
+
+/* The inode behind nodeid with one in-flight reference, or NULL when the nodeid is unknown or
+ * forgotten. Drop the reference with inode_unref(). */
+Inode *inode_map_get(InodeMap *m, uint64_t nodeid);
+Inode *inode_ref(Inode *i);
+void inode_unref(Inode *i);
+static inline void inode_unrefp(Inode **i) {
+        if (*i)
+                inode_unref(*i);
+}
+
+/* Counts one guest lookup of the inode that fd (O_PATH, taken over; one fd of the budget already
+ * taken by the caller) refers to. When the map already holds that inode its count goes up and fd is
+ * closed (and its budget returned); otherwise a new node is created. Returns the inode with one
+ * in-flight reference. */
+int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **ret);
+
+/* Counts one more guest lookup of an inode the caller holds (e.g. LINK's existing node, "."). */
+void inode_map_lookup_again(Inode *i);
+
+/* Subtracts n guest lookups (saturating at 0); at 0 the nodeid becomes invalid and the inode is
+ * freed once its last in-flight user is gone. Unknown nodeids and the root are ignored. */
+void inode_map_forget(InodeMap *m, uint64_t nodeid, uint64_t n);
+
+/* Forgets every inode but the root (new session). */
+void inode_map_clear(InodeMap *m);
+
+/* Number of linked inodes, the root included (for tests and statistics). */
+unsigned inode_map_size(InodeMap *m);
+
+InodeKey inode_key_from_statx(const struct statx *stx);

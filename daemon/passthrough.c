@@ -1,0 +1,1347 @@
+/* passthrough.c: FsOps over a host directory with O_PATH inode handles. */
+#include "passthrough.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+/* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
+#include "util.h"
+#include <glib.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "credentials.h"
+#include "fd-budget.h"
+#include "fs-names.h"
+#include "handle-map.h"
+#include "inode-map.h"
+
+/* struct fuse_setattr_in valid bits, without pulling the whole protocol header in here. */
+#include <linux/fuse.h>
+
+struct Passthrough {
+        FsOptions opts;
+        char *shared_dir;
+        FdBudget budget;
+        InodeMap *inodes;
+        HandleMap *handles;
+        int proc_self_fd;     /* /proc/self/fd: re-opening O_PATH handles without following links */
+        _Atomic bool writeback; /* negotiated for the current session */
+};
+
+#define STATX_WANT (STATX_BASIC_STATS | STATX_MNT_ID)
+
+/* Open flags a guest may pass through to the host for I/O; everything else is dropped. */
+#define OPEN_FLAGS_ALLOWED                                                                         \
+        (O_ACCMODE | O_APPEND | O_TRUNC | O_DIRECT | O_SYNC | O_DSYNC | O_NOATIME | O_NONBLOCK |    \
+         O_LARGEFILE | O_DIRECTORY | O_EXCL)
+
+static Inode *get_inode(Passthrough *p, uint64_t nodeid) {
+        return inode_map_get(p->inodes, nodeid);
+}
+
+static int statx_fd(int fd, struct statx *stx) {
+        if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT, STATX_WANT, stx) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static void stat_from_statx(struct stat *st, const struct statx *x) {
+        *st = (struct stat) {
+                .st_dev = makedev(x->stx_dev_major, x->stx_dev_minor),
+                .st_ino = x->stx_ino,
+                .st_mode = x->stx_mode,
+                .st_nlink = x->stx_nlink,
+                .st_uid = x->stx_uid,
+                .st_gid = x->stx_gid,
+                .st_rdev = makedev(x->stx_rdev_major, x->stx_rdev_minor),
+                .st_size = (off_t) x->stx_size,
+                .st_blksize = x->stx_blksize,
+                .st_blocks = (blkcnt_t) x->stx_blocks,
+                .st_atim = { x->stx_atime.tv_sec, x->stx_atime.tv_nsec },
+                .st_mtim = { x->stx_mtime.tv_sec, x->stx_mtime.tv_nsec },
+                .st_ctim = { x->stx_ctime.tv_sec, x->stx_ctime.tv_nsec },
+        };
+}
+
+static int stat_inode(Inode *i, struct stat *st) {
+        struct statx stx;
+        int r = statx_fd(i->fd, &stx);
+        if (r < 0)
+                return r;
+        stat_from_statx(st, &stx);
+        return 0;
+}
+
+static void proc_name(char buf[static 16], int fd) {
+        snprintf(buf, 16, "%i", fd);
+}
+
+/* Re-opens an inode for I/O through /proc/self/fd. Only regular files and directories: opening a
+ * device node or FIFO the guest created would reach host devices or block (CVE-2020-35517). The
+ * caller has taken one fd of the budget for the result. */
+static int reopen_inode(Passthrough *p, Inode *i, int flags) {
+        char name[16];
+        int fd;
+
+        if (i->type == S_IFLNK)
+                return -ELOOP;
+        if (i->type != S_IFREG && i->type != S_IFDIR)
+                return -ENXIO;
+        if (i->type == S_IFDIR && (flags & O_ACCMODE) != O_RDONLY)
+                return -EISDIR;
+        flags &= OPEN_FLAGS_ALLOWED & ~O_EXCL;
+        proc_name(name, i->fd);
+        fd = openat(p->proc_self_fd, name, flags | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        return fd;
+}
+
+/* The flags the host open gets for a guest open: unsupported and dangerous bits dropped. */
+static int host_open_flags(Passthrough *p, int flags) {
+        flags &= OPEN_FLAGS_ALLOWED;
+        if (!p->opts.allow_direct_io)
+                flags &= ~O_DIRECT;
+        if (!p->opts.preserve_noatime)
+                flags &= ~O_NOATIME;
+        if (atomic_load(&p->writeback)) {
+                /* With a guest-side writeback cache the guest reads pages of write-only files and
+                 * keeps the file size itself, so the host fd must be readable and not appending. */
+                if ((flags & O_ACCMODE) == O_WRONLY)
+                        flags = (flags & ~O_ACCMODE) | O_RDWR;
+                flags &= ~O_APPEND;
+        }
+        return flags;
+}
+
+/* Clears setuid, and setgid when group-executable, as an unprivileged write or truncate would. */
+static int kill_suidgid(Passthrough *p, Inode *i, int io_fd) {
+        struct statx stx;
+        mode_t mode;
+        char name[16];
+        int r;
+
+        r = statx_fd(i->fd, &stx);
+        if (r < 0)
+                return r;
+        if (i->type != S_IFREG)
+                return 0;
+        mode = stx.stx_mode & 07777;
+        if (!(mode & S_ISUID) && !((mode & S_ISGID) && (mode & S_IXGRP)))
+                return 0;
+        mode &= ~S_ISUID;
+        if (mode & S_IXGRP)
+                mode &= ~S_ISGID;
+        if (io_fd >= 0)
+                r = fchmod(io_fd, mode);
+        else {
+                proc_name(name, i->fd);
+                r = fchmodat(p->proc_self_fd, name, mode, 0);
+        }
+        return r < 0 ? negative_errno() : 0;
+}
+
+/* Counts a guest lookup of the child fd (O_PATH, one budget fd already taken) and fills e. */
+static int entry_from_fd(Passthrough *p, int fd, FsEntry *e) {
+        _cleanup_(inode_unrefp) Inode *i = NULL;
+        struct statx stx;
+        int r;
+
+        r = statx_fd(fd, &stx);
+        if (r < 0) {
+                safe_close(fd);
+                fd_budget_release(&p->budget);
+                return r;
+        }
+        r = inode_map_add_lookup(p->inodes, fd, &stx, &i);
+        if (r < 0)
+                return r;
+        *e = (FsEntry) { .nodeid = i->nodeid };
+        stat_from_statx(&e->st, &stx);
+        return 0;
+}
+
+/* Looks name up in dir without following a symlink and counts the lookup. */
+static int lookup_child(Passthrough *p, Inode *dir, const char *name, FsEntry *e) {
+        int fd;
+
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                fd_budget_release(&p->budget);
+                return negative_errno();
+        }
+        return entry_from_fd(p, fd, e);
+}
+
+/* Counts one more lookup of an inode already held and fills e. */
+static int entry_again(Inode *i, FsEntry *e) {
+        int r;
+
+        *e = (FsEntry) { .nodeid = i->nodeid };
+        r = stat_inode(i, &e->st);
+        if (r < 0)
+                return r;
+        inode_map_lookup_again(i);
+        return 0;
+}
+
+static int get_dir(Passthrough *p, uint64_t nodeid, Inode **ret) {
+        Inode *i = get_inode(p, nodeid);
+        if (!i)
+                return -EBADF;
+        if (i->type != S_IFDIR) {
+                inode_unref(i);
+                return -ENOTDIR;
+        }
+        *ret = i;
+        return 0;
+}
+
+/* ---- lifecycle ---- */
+
+int passthrough_new(Passthrough **ret, const FsOptions *opts) {
+        _cleanup_(passthrough_freep) Passthrough *p = NULL;
+        _cleanup_close_ int root = -1;
+        struct statx stx;
+        int r;
+
+        if (!opts->shared_dir)
+                return -EINVAL;
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->proc_self_fd = -1;
+        p->opts = *opts;
+        p->shared_dir = strdup(opts->shared_dir);
+        if (!p->shared_dir)
+                return -ENOMEM;
+        p->opts.shared_dir = p->shared_dir;
+        p->budget.max = opts->max_fds > 0 ? opts->max_fds : fd_budget_default_max();
+
+        r = inode_map_new(&p->inodes, &p->budget);
+        if (r < 0)
+                return r;
+        r = handle_map_new(&p->handles, &p->budget);
+        if (r < 0)
+                return r;
+        p->proc_self_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (p->proc_self_fd < 0)
+                return negative_errno();
+        /* The administrator's path may contain symlinks; everything below it is never followed. */
+        root = open(opts->shared_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return negative_errno();
+        r = statx_fd(root, &stx);
+        if (r < 0)
+                return r;
+        r = inode_map_set_root(p->inodes, root, &stx);
+        if (r < 0)
+                return r;
+        TAKE_FD(root);
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+Passthrough *passthrough_free(Passthrough *p) {
+        if (!p)
+                return NULL;
+        /* Handles first: they hold references on inodes. */
+        handle_map_free(p->handles);
+        inode_map_free(p->inodes);
+        safe_close(p->proc_self_fd);
+        free(p->shared_dir);
+        free(p);
+        return NULL;
+}
+
+int passthrough_drop_supplementary_groups(void) {
+        return credentials_drop_supplementary_groups();
+}
+
+int64_t passthrough_raise_fd_limit(uint64_t rlimit_nofile) {
+        return fd_budget_raise_rlimit(rlimit_nofile);
+}
+
+unsigned passthrough_inode_count(Passthrough *p) {
+        return inode_map_size(p->inodes);
+}
+
+unsigned passthrough_handle_count(Passthrough *p) {
+        return handle_map_size(p->handles);
+}
+
+uint64_t passthrough_fds_used(Passthrough *p) {
+        return atomic_load(&p->budget.used);
+}
+
+static void pt_session_reset(void *fs, bool writeback) {
+        Passthrough *p = fs;
+        handle_map_clear(p->handles);
+        inode_map_clear(p->inodes);
+        atomic_store(&p->writeback, writeback);
+}
+
+/* ---- names ---- */
+
+static int pt_lookup(void *fs, const FsCtx *c, uint64_t parent, const char *name, FsEntry *ret) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *dir = NULL;
+        int r, fd;
+
+        r = get_dir(p, parent, &dir);
+        if (r < 0)
+                return r;
+        /* "." is the directory itself, and ".." of the share root is the root: the guest never
+         * sees what lies above the share. */
+        if (strcmp(name, ".") == 0 || (dir->pinned && strcmp(name, "..") == 0))
+                return entry_again(dir, ret);
+        if (strcmp(name, "..") == 0) {
+                if (!fd_budget_take(&p->budget))
+                        return -ENFILE;
+                fd = openat(dir->fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0) {
+                        fd_budget_release(&p->budget);
+                        return negative_errno();
+                }
+                return entry_from_fd(p, fd, ret);
+        }
+        return lookup_child(p, dir, name, ret);
+}
+
+static void pt_forget(void *fs, uint64_t nodeid, uint64_t nlookup) {
+        Passthrough *p = fs;
+        inode_map_forget(p->inodes, nodeid, nlookup);
+}
+
+static int pt_getattr(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, struct stat *ret) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        int r;
+
+        if (!i)
+                return -EBADF;
+        if (fh != FS_NO_FH) {
+                r = handle_map_get(p->handles, fh, nodeid, -1, &h);
+                if (r < 0)
+                        return r;
+        }
+        return stat_inode(i, ret);
+}
+
+static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr *a, struct stat *ret) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        char name[16];
+        int r;
+
+        if (!i)
+                return -EBADF;
+        if (a->valid & FATTR_FH) {
+                r = handle_map_get(p->handles, a->fh, nodeid, 0, &h);
+                if (r < 0)
+                        return r;
+        }
+        proc_name(name, i->fd);
+
+        if (a->valid & FATTR_MODE) {
+                if (h)
+                        r = fchmod(h->fd, a->mode & 07777);
+                else if (i->type == S_IFLNK)
+                        r = (errno = EOPNOTSUPP, -1); /* Linux has no mode on symlinks */
+                else
+                        r = fchmodat(p->proc_self_fd, name, a->mode & 07777, 0);
+                if (r < 0)
+                        return negative_errno();
+        }
+        if (a->valid & (FATTR_UID | FATTR_GID)) {
+                uid_t uid = (a->valid & FATTR_UID) ? a->uid : (uid_t) -1;
+                gid_t gid = (a->valid & FATTR_GID) ? a->gid : (gid_t) -1;
+                /* The host kernel clears setuid/setgid on chown of a non-directory, as the guest's
+                 * would (killpriv on chown). */
+                if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                        return negative_errno();
+        }
+        if (a->valid & FATTR_SIZE) {
+                if (a->size > INT64_MAX)
+                        return -EFBIG;
+                if (h)
+                        r = ftruncate(h->fd, (off_t) a->size) < 0 ? negative_errno() : 0;
+                else if (i->type == S_IFDIR)
+                        r = -EISDIR;
+                else if (i->type != S_IFREG)
+                        r = -EINVAL;
+                else {
+                        _cleanup_close_ int fd = -1;
+                        if (!fd_budget_take(&p->budget))
+                                return -ENFILE;
+                        fd = reopen_inode(p, i, O_WRONLY);
+                        if (fd < 0) {
+                                fd_budget_release(&p->budget);
+                                return fd;
+                        }
+                        r = ftruncate(fd, (off_t) a->size) < 0 ? negative_errno() : 0;
+                        fd = safe_close(fd);
+                        fd_budget_release(&p->budget);
+                }
+                if (r < 0)
+                        return r;
+        }
+        if ((a->valid & FATTR_KILL_SUIDGID) && !(a->valid & FATTR_MODE)) {
+                r = kill_suidgid(p, i, h ? h->fd : -1);
+                if (r < 0)
+                        return r;
+        }
+        if (a->valid & (FATTR_ATIME | FATTR_MTIME)) {
+                struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+
+                if (a->valid & FATTR_ATIME_NOW)
+                        ts[0].tv_nsec = UTIME_NOW;
+                else if (a->valid & FATTR_ATIME)
+                        ts[0] = a->atime;
+                if (a->valid & FATTR_MTIME_NOW)
+                        ts[1].tv_nsec = UTIME_NOW;
+                else if (a->valid & FATTR_MTIME)
+                        ts[1] = a->mtime;
+                if (h)
+                        r = futimens(h->fd, ts);
+                else
+                        r = utimensat(i->fd, "", ts, AT_EMPTY_PATH);
+                if (r < 0)
+                        return negative_errno();
+        }
+        /* FATTR_CTIME: the host sets ctime itself on every change above; it cannot be chosen. */
+        return stat_inode(i, ret);
+}
+
+static int pt_readlink(void *fs, const FsCtx *c, uint64_t nodeid, char *buf, size_t size) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        ssize_t n;
+
+        if (!i)
+                return -EBADF;
+        if (i->type != S_IFLNK)
+                return -EINVAL;
+        n = readlinkat(i->fd, "", buf, size);
+        if (n < 0)
+                return negative_errno();
+        if ((size_t) n >= size)
+                return -ENAMETOOLONG;
+        return (int) n;
+}
+
+/* Runs a creating operation as the caller, then looks the new name up. */
+typedef int (*CreateFn)(Inode *dir, const char *name, const void *arg);
+
+static int create_as_caller(Passthrough *p, const FsCtx *c, uint64_t parent, const char *name, CreateFn fn,
+                            const void *arg, FsEntry *ret) {
+        _cleanup_(inode_unrefp) Inode *dir = NULL;
+        Credentials cr;
+        int r;
+
+        r = get_dir(p, parent, &dir);
+        if (r < 0)
+                return r;
+        r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
+        if (r < 0)
+                return r;
+        r = fn(dir, name, arg);
+        credentials_leave(&cr);
+        if (r < 0)
+                return r;
+        return lookup_child(p, dir, name, ret);
+}
+
+typedef struct MknodArgs {
+        mode_t mode;
+        dev_t rdev;
+} MknodArgs;
+
+static int do_mknod(Inode *dir, const char *name, const void *arg) {
+        const MknodArgs *m = arg;
+        return mknodat(dir->fd, name, m->mode, m->rdev) < 0 ? negative_errno() : 0;
+}
+
+static int pt_mknod(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
+                    FsEntry *ret) {
+        MknodArgs m = { mode, rdev };
+
+        switch (mode & S_IFMT) {
+        case S_IFREG:
+        case S_IFIFO:
+        case S_IFSOCK:
+        case S_IFCHR:
+        case S_IFBLK: /* devices only where the caller is privileged: the host kernel decides */
+                break;
+        case S_IFDIR:
+                return -EPERM;
+        default:
+                return -EINVAL;
+        }
+        if ((mode & S_IFMT) != S_IFCHR && (mode & S_IFMT) != S_IFBLK)
+                m.rdev = 0;
+        return create_as_caller(fs, c, parent, name, do_mknod, &m, ret);
+}
+
+static int do_mkdir(Inode *dir, const char *name, const void *arg) {
+        return mkdirat(dir->fd, name, *(const mode_t *) arg) < 0 ? negative_errno() : 0;
+}
+
+static int pt_mkdir(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, FsEntry *ret) {
+        mode &= 07777;
+        return create_as_caller(fs, c, parent, name, do_mkdir, &mode, ret);
+}
+
+static int do_symlink(Inode *dir, const char *name, const void *arg) {
+        /* The target is stored as data; nothing here resolves it. */
+        return symlinkat((const char *) arg, dir->fd, name) < 0 ? negative_errno() : 0;
+}
+
+static int pt_symlink(void *fs, const FsCtx *c, uint64_t parent, const char *name, const char *target,
+                      FsEntry *ret) {
+        FsCtx c2 = *c;
+        c2.has_umask = false;
+        return create_as_caller(fs, &c2, parent, name, do_symlink, target, ret);
+}
+
+static int remove_name(Passthrough *p, uint64_t parent, const char *name, int flags) {
+        _cleanup_(inode_unrefp) Inode *dir = NULL;
+        int r = get_dir(p, parent, &dir);
+        if (r < 0)
+                return r;
+        return unlinkat(dir->fd, name, flags) < 0 ? negative_errno() : 0;
+}
+
+static int pt_unlink(void *fs, const FsCtx *c, uint64_t parent, const char *name) {
+        return remove_name(fs, parent, name, 0);
+}
+
+static int pt_rmdir(void *fs, const FsCtx *c, uint64_t parent, const char *name) {
+        return remove_name(fs, parent, name, AT_REMOVEDIR);
+}
+
+static int pt_rename(void *fs, const FsCtx *c, uint64_t parent, const char *name, uint64_t newparent,
+                     const char *newname, unsigned flags) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *a = NULL, *b = NULL;
+        int r;
+
+        if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
+                return -EINVAL;
+        r = get_dir(p, parent, &a);
+        if (r < 0)
+                return r;
+        r = get_dir(p, newparent, &b);
+        if (r < 0)
+                return r;
+        if (syscall(SYS_renameat2, a->fd, name, b->fd, newname, flags) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static int pt_link(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t newparent, const char *newname,
+                   FsEntry *ret) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid), *dir = NULL;
+        char name[16];
+        int r;
+
+        if (!i)
+                return -EBADF;
+        if (i->type == S_IFDIR)
+                return -EPERM;
+        r = get_dir(p, newparent, &dir);
+        if (r < 0)
+                return r;
+        /* Linking the O_PATH handle through its /proc/self/fd entry names exactly the inode we hold
+         * (no path is resolved) and needs no CAP_DAC_READ_SEARCH, unlike AT_EMPTY_PATH. */
+        proc_name(name, i->fd);
+        if (linkat(p->proc_self_fd, name, dir->fd, newname, AT_SYMLINK_FOLLOW) < 0)
+                return negative_errno();
+        return entry_again(i, ret);
+}
+
+/* ---- files ---- */
+
+static int pt_open(void *fs, const FsCtx *c, uint64_t nodeid, int flags, bool kill_priv, uint64_t *ret_fh) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        int fd, r;
+
+        if (!i)
+                return -EBADF;
+        if (flags & O_CREAT)
+                return -EINVAL;
+        if (i->type == S_IFDIR)
+                return -EISDIR;
+        flags = host_open_flags(p, flags) & ~(O_DIRECTORY | O_EXCL);
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        fd = reopen_inode(p, i, flags);
+        if (fd < 0) {
+                fd_budget_release(&p->budget);
+                return fd;
+        }
+        if (kill_priv && (flags & O_TRUNC))
+                (void) kill_suidgid(p, i, fd);
+        r = handle_map_add(p->handles, i, fd, flags, false, ret_fh);
+        return r;
+}
+
+/* An fd for I/O plus an O_PATH twin of it, counted as one guest lookup, and an fh. */
+static int register_open_file(Passthrough *p, int fd, int flags, FsEntry *ret, uint64_t *ret_fh) {
+        _cleanup_(inode_unrefp) Inode *i = NULL;
+        char name[16];
+        struct statx stx;
+        int pfd, r;
+
+        /* fd holds one budget fd already; the O_PATH twin needs a second one. */
+        if (!fd_budget_take(&p->budget)) {
+                safe_close(fd);
+                fd_budget_release(&p->budget);
+                return -ENFILE;
+        }
+        proc_name(name, fd);
+        pfd = openat(p->proc_self_fd, name, O_PATH | O_CLOEXEC);
+        if (pfd < 0) {
+                r = negative_errno();
+                safe_close(fd);
+                fd_budget_release(&p->budget);
+                fd_budget_release(&p->budget);
+                return r;
+        }
+        r = statx_fd(pfd, &stx);
+        if (r < 0) {
+                safe_close(pfd);
+                safe_close(fd);
+                fd_budget_release(&p->budget);
+                fd_budget_release(&p->budget);
+                return r;
+        }
+        r = inode_map_add_lookup(p->inodes, pfd, &stx, &i);
+        if (r < 0) {
+                safe_close(fd);
+                fd_budget_release(&p->budget);
+                return r;
+        }
+        r = handle_map_add(p->handles, i, fd, flags, false, ret_fh);
+        if (r < 0) {
+                inode_map_forget(p->inodes, i->nodeid, 1);
+                return r;
+        }
+        *ret = (FsEntry) { .nodeid = i->nodeid };
+        stat_from_statx(&ret->st, &stx);
+        return 0;
+}
+
+static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, int flags,
+                     bool kill_priv, FsEntry *ret, uint64_t *ret_fh) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *dir = NULL;
+        Credentials cr;
+        int fd, r, hflags;
+
+        r = get_dir(p, parent, &dir);
+        if (r < 0)
+                return r;
+        if ((mode & S_IFMT) && (mode & S_IFMT) != S_IFREG)
+                return -EINVAL;
+        hflags = host_open_flags(p, flags) & ~O_DIRECTORY;
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
+        if (r < 0) {
+                fd_budget_release(&p->budget);
+                return r;
+        }
+        /* O_EXCL first: an existing name is never opened by this call, so a FIFO or device node that
+         * sits there (or a symlink) is never opened for I/O. */
+        fd = openat(dir->fd, name, hflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 07777);
+        r = fd < 0 ? negative_errno() : 0;
+        credentials_leave(&cr);
+        if (r == -EEXIST && !(flags & O_EXCL)) {
+                /* Plain O_CREAT on an existing file: open what is there, with the type checks of
+                 * OPEN. */
+                FsEntry e;
+                fd_budget_release(&p->budget);
+                r = lookup_child(p, dir, name, &e);
+                if (r < 0)
+                        return r;
+                r = pt_open(p, c, e.nodeid, flags & ~O_CREAT, kill_priv, ret_fh);
+                if (r < 0) {
+                        inode_map_forget(p->inodes, e.nodeid, 1);
+                        return r;
+                }
+                r = pt_getattr(p, c, e.nodeid, FS_NO_FH, &e.st);
+                if (r < 0) {
+                        handle_map_remove(p->handles, *ret_fh, e.nodeid, 0);
+                        inode_map_forget(p->inodes, e.nodeid, 1);
+                        return r;
+                }
+                *ret = e;
+                return 0;
+        }
+        if (r < 0) {
+                fd_budget_release(&p->budget);
+                return r;
+        }
+        return register_open_file(p, fd, hflags, ret, ret_fh);
+}
+
+static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, int flags, FsEntry *ret,
+                      uint64_t *ret_fh) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *dir = NULL;
+        Credentials cr;
+        int fd, r, hflags;
+
+        r = get_dir(p, parent, &dir);
+        if (r < 0)
+                return r;
+        hflags = host_open_flags(p, flags) & ~(O_DIRECTORY | O_EXCL | O_TRUNC | O_APPEND);
+        if ((hflags & O_ACCMODE) == O_RDONLY)
+                return -EINVAL; /* O_TMPFILE needs write access, as the kernel says */
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
+        if (r < 0) {
+                fd_budget_release(&p->budget);
+                return r;
+        }
+        fd = openat(dir->fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL), mode & 07777);
+        r = fd < 0 ? negative_errno() : 0;
+        credentials_leave(&cr);
+        if (r < 0) {
+                fd_budget_release(&p->budget);
+                return r;
+        }
+        return register_open_file(p, fd, hflags, ret, ret_fh);
+}
+
+static ssize_t pt_read(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off,
+                       const struct iovec *iov, unsigned niov) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        ssize_t n;
+        int r;
+
+        if (off > INT64_MAX)
+                return -EINVAL;
+        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        if (r < 0)
+                return r;
+        n = preadv(h->fd, iov, (int) niov, (off_t) off);
+        return n < 0 ? negative_errno() : n;
+}
+
+static ssize_t pt_write(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off,
+                        const struct iovec *iov, unsigned niov, bool kill_priv) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        ssize_t n;
+        int r;
+
+        if (off > INT64_MAX)
+                return -EINVAL;
+        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        if (r < 0)
+                return r;
+        if (kill_priv) {
+                /* The daemon writes with CAP_FSETID, so the host keeps setuid/setgid: clear them as
+                 * the guest asked (the host does drop security.capability on its own). */
+                r = kill_suidgid(p, h->inode, h->fd);
+                if (r < 0)
+                        return r;
+        }
+        n = pwritev(h->fd, iov, (int) niov, (off_t) off);
+        return n < 0 ? negative_errno() : n;
+}
+
+/* Drops the OFD lock fd of one lock owner (its POSIX locks go with it). */
+static void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
+        int fd = -1;
+
+        pthread_mutex_lock(&i->plock_mutex);
+        if (i->plocks) {
+                gpointer v;
+                if (g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v)) {
+                        fd = GPOINTER_TO_INT(v) - 1;
+                        g_hash_table_remove(i->plocks, &owner);
+                }
+        }
+        pthread_mutex_unlock(&i->plock_mutex);
+        if (fd >= 0) {
+                safe_close(fd);
+                fd_budget_release(&p->budget);
+        }
+}
+
+static int pt_flush(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t lock_owner) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        int r, fd;
+
+        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        if (r < 0)
+                return r;
+        /* close() of a duplicate reports delayed write errors (NFS-style) as the guest's close
+         * would see them, without giving up the handle. */
+        fd = dup(h->fd);
+        if (fd < 0)
+                return negative_errno();
+        r = close(fd) < 0 ? negative_errno() : 0;
+        /* A close releases the POSIX locks of its owner. */
+        plock_drop_owner(p, h->inode, lock_owner);
+        return r;
+}
+
+static int pt_release(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t lock_owner,
+                      bool flock_unlock) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        int r;
+
+        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        if (r < 0)
+                return r;
+        if (flock_unlock)
+                (void) flock(h->fd, LOCK_UN);
+        return handle_map_remove(p->handles, fh, nodeid, 0);
+}
+
+static int pt_fsync(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool datasync) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        int r;
+
+        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        if (r < 0)
+                return r;
+        r = datasync ? fdatasync(h->fd) : fsync(h->fd);
+        return r < 0 ? negative_errno() : 0;
+}
+
+/* ---- directories ---- */
+
+static int pt_opendir(void *fs, const FsCtx *c, uint64_t nodeid, int flags, uint64_t *ret_fh) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = NULL;
+        int fd, r;
+
+        r = get_dir(p, nodeid, &i);
+        if (r < 0)
+                return r;
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        fd = reopen_inode(p, i, O_RDONLY | O_DIRECTORY);
+        if (fd < 0) {
+                fd_budget_release(&p->budget);
+                return fd;
+        }
+        return handle_map_add(p->handles, i, fd, O_RDONLY | O_DIRECTORY, true, ret_fh);
+}
+
+struct linux_dirent64 {
+        uint64_t d_ino;
+        int64_t d_off;
+        unsigned short d_reclen;
+        unsigned char d_type;
+        char d_name[];
+};
+
+static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, FsDirBuf *buf) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        _cleanup_free_ char *dents = NULL;
+        const size_t dents_size = 32768;
+        bool plus = fs_dirbuf_plus(buf), full = false;
+        unsigned added = 0;
+        int r;
+
+        if (off > INT64_MAX)
+                return -EINVAL;
+        r = handle_map_get(p->handles, fh, nodeid, 1, &h);
+        if (r < 0)
+                return r;
+        dents = malloc(dents_size);
+        if (!dents)
+                return -ENOMEM;
+
+        /* The directory position lives in the open file description: one reader at a time. */
+        pthread_mutex_lock(&h->dir_lock);
+        if (lseek(h->fd, (off_t) off, SEEK_SET) < 0) {
+                r = negative_errno();
+                goto out;
+        }
+        while (!full) {
+                ssize_t n = syscall(SYS_getdents64, h->fd, dents, dents_size);
+                if (n < 0) {
+                        r = negative_errno();
+                        goto out;
+                }
+                if (n == 0)
+                        break;
+                for (ssize_t pos = 0; pos < n;) {
+                        struct linux_dirent64 *d = (struct linux_dirent64 *) (dents + pos);
+                        size_t namelen = strlen(d->d_name);
+                        FsEntry e = { 0 }, *ep = NULL;
+
+                        pos += d->d_reclen;
+                        if (!fs_dirbuf_fits(buf, namelen)) {
+                                full = true;
+                                break;
+                        }
+                        if (plus) {
+                                ep = &e;
+                                e.st.st_ino = d->d_ino;
+                                e.st.st_mode = (mode_t) DTTOIF(d->d_type);
+                                /* "." and ".." carry no node (the guest would not count them). */
+                                if (!fs_name_is_dot_or_dotdot(d->d_name)) {
+                                        Inode *dir = h->inode;
+                                        r = lookup_child(p, dir, d->d_name, &e);
+                                        if (r == -ENOENT)
+                                                continue; /* removed since getdents: skip it */
+                                        if (r < 0) {
+                                                /* Still list the name, without attributes. */
+                                                e = (FsEntry) { .st.st_ino = d->d_ino,
+                                                                .st.st_mode = (mode_t) DTTOIF(d->d_type) };
+                                        }
+                                }
+                        }
+                        r = fs_dirbuf_add(buf, d->d_name, namelen, d->d_ino, d->d_type, (uint64_t) d->d_off, ep);
+                        if (r < 0) {
+                                if (ep && ep->nodeid != 0)
+                                        inode_map_forget(p->inodes, ep->nodeid, 1);
+                                full = true;
+                                break;
+                        }
+                        added++;
+                }
+        }
+        r = 0;
+out:
+        pthread_mutex_unlock(&h->dir_lock);
+        /* An error after some entries were added still delivers those entries. */
+        return added > 0 ? 0 : r;
+}
+
+static int pt_releasedir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh) {
+        Passthrough *p = fs;
+        return handle_map_remove(p->handles, fh, nodeid, 1);
+}
+
+static int pt_fsyncdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool datasync) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        int r;
+
+        r = handle_map_get(p->handles, fh, nodeid, 1, &h);
+        if (r < 0)
+                return r;
+        r = datasync ? fdatasync(h->fd) : fsync(h->fd);
+        return r < 0 ? negative_errno() : 0;
+}
+
+/* ---- filesystem ---- */
+
+static int pt_statfs(void *fs, const FsCtx *c, uint64_t nodeid, struct statvfs *ret) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+
+        if (!i)
+                return -EBADF;
+        return fstatvfs(i->fd, ret) < 0 ? negative_errno() : 0;
+}
+
+static int pt_access(void *fs, const FsCtx *c, uint64_t nodeid, int mask) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        Credentials cr;
+        char name[16];
+        int r;
+
+        if (!i)
+                return -EBADF;
+        if (mask & ~(R_OK | W_OK | X_OK))
+                return -EINVAL;
+        proc_name(name, i->fd);
+        r = credentials_enter(&cr, c->uid, c->gid, false, 0);
+        if (r < 0)
+                return r;
+        /* Checked as the caller; the /proc link names the inode without resolving a path. */
+        r = faccessat(p->proc_self_fd, name, mask, AT_EACCESS) < 0 ? negative_errno() : 0;
+        credentials_leave(&cr);
+        return r;
+}
+
+static int pt_syncfs(void *fs, const FsCtx *c, uint64_t nodeid) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        _cleanup_close_ int fd = -1;
+
+        if (!i)
+                return -EBADF;
+        if (i->type != S_IFDIR && i->type != S_IFREG) {
+                inode_unref(i);
+                i = get_inode(p, 1);
+                if (!i)
+                        return -EBADF;
+        }
+        /* syncfs() does not take O_PATH fds. */
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        fd = reopen_inode(p, i, O_RDONLY | (i->type == S_IFDIR ? O_DIRECTORY : 0));
+        if (fd < 0) {
+                fd_budget_release(&p->budget);
+                return fd;
+        }
+        int r = syncfs(fd) < 0 ? negative_errno() : 0;
+        fd = safe_close(fd);
+        fd_budget_release(&p->budget);
+        return r;
+}
+
+/* ---- xattrs ---- */
+
+/* Path-based xattr calls on the /proc/self/fd link: O_PATH fds refuse f*xattr(), and the link
+ * names the inode itself (for a symlink: the symlink, which is what the guest means). */
+static void xattr_path(char buf[static 32], Inode *i) {
+        snprintf(buf, 32, "/proc/self/fd/%i", i->fd);
+}
+
+static bool xattr_name_allowed(Passthrough *p, const char *name) {
+        if (!p->opts.posix_acl && (strcmp(name, "system.posix_acl_access") == 0 ||
+                                   strcmp(name, "system.posix_acl_default") == 0))
+                return false;
+        return true;
+}
+
+static int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, const void *value,
+                       size_t size, int flags) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        char path[32];
+
+        if (!i)
+                return -EBADF;
+        if (!xattr_name_allowed(p, name))
+                return -EOPNOTSUPP;
+        if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
+                return -EINVAL;
+        xattr_path(path, i);
+        return setxattr(path, name, value, size, flags) < 0 ? negative_errno() : 0;
+}
+
+static ssize_t pt_getxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, void *buf, size_t size) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        char path[32];
+        ssize_t n;
+
+        if (!i)
+                return -EBADF;
+        if (!xattr_name_allowed(p, name))
+                return -ENODATA;
+        xattr_path(path, i);
+        n = getxattr(path, name, size > 0 ? buf : NULL, size);
+        return n < 0 ? negative_errno() : n;
+}
+
+static ssize_t pt_listxattr(void *fs, const FsCtx *c, uint64_t nodeid, void *buf, size_t size) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        char path[32];
+        ssize_t n;
+
+        if (!i)
+                return -EBADF;
+        xattr_path(path, i);
+        n = listxattr(path, size > 0 ? buf : NULL, size);
+        if (n < 0)
+                return negative_errno();
+        if (size > 0 && !p->opts.posix_acl) {
+                /* Hide ACL names when ACLs are off, so the list matches what getxattr answers. */
+                char *s = buf, *end = s + n, *w = s;
+                while (s < end) {
+                        size_t l = strnlen(s, (size_t) (end - s)) + 1;
+                        if (xattr_name_allowed(p, s)) {
+                                memmove(w, s, l);
+                                w += l;
+                        }
+                        s += l;
+                }
+                n = w - (char *) buf;
+        }
+        return n;
+}
+
+static int pt_removexattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        char path[32];
+
+        if (!i)
+                return -EBADF;
+        if (!xattr_name_allowed(p, name))
+                return -EOPNOTSUPP;
+        xattr_path(path, i);
+        return removexattr(path, name) < 0 ? negative_errno() : 0;
+}
+
+/* ---- more file operations ---- */
+
+static int pt_fallocate(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, int mode, uint64_t off,
+                        uint64_t len) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        int r;
+
+        if (off > INT64_MAX || len > INT64_MAX)
+                return -EINVAL;
+        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        if (r < 0)
+                return r;
+        return fallocate(h->fd, mode, (off_t) off, (off_t) len) < 0 ? negative_errno() : 0;
+}
+
+static int64_t pt_lseek(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, int64_t off, int whence) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        off_t o;
+        int r;
+
+        if (whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END && whence != SEEK_DATA &&
+            whence != SEEK_HOLE)
+                return -EINVAL;
+        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        if (r < 0)
+                return r;
+        o = lseek(h->fd, (off_t) off, whence);
+        return o < 0 ? negative_errno() : (int64_t) o;
+}
+
+static ssize_t pt_copy_file_range(void *fs, const FsCtx *c, uint64_t nodeid_in, uint64_t fh_in, uint64_t off_in,
+                                  uint64_t nodeid_out, uint64_t fh_out, uint64_t off_out, uint64_t len,
+                                  unsigned flags) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *a = NULL, *b = NULL;
+        loff_t oi = (loff_t) off_in, oo = (loff_t) off_out;
+        ssize_t n;
+        int r;
+
+        if (off_in > INT64_MAX || off_out > INT64_MAX || flags != 0)
+                return -EINVAL;
+        r = handle_map_get(p->handles, fh_in, nodeid_in, 0, &a);
+        if (r < 0)
+                return r;
+        r = handle_map_get(p->handles, fh_out, nodeid_out, 0, &b);
+        if (r < 0)
+                return r;
+        n = copy_file_range(a->fd, &oi, b->fd, &oo, (size_t) MIN(len, (uint64_t) SSIZE_MAX), 0);
+        return n < 0 ? negative_errno() : n;
+}
+
+/* ---- locks ---- */
+
+/* The OFD fd that carries the POSIX locks of one lock owner on this inode, opened on first use
+ * with the access mode of the handle the owner locks through. */
+static int plock_fd(Passthrough *p, Handle *h, uint64_t owner) {
+        Inode *i = h->inode;
+        int fd = -1, nfd;
+        gpointer v;
+
+        pthread_mutex_lock(&i->plock_mutex);
+        if (i->plocks && g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
+                fd = GPOINTER_TO_INT(v) - 1;
+        pthread_mutex_unlock(&i->plock_mutex);
+        if (fd >= 0)
+                return fd;
+
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        nfd = reopen_inode(p, i, h->flags & O_ACCMODE);
+        if (nfd < 0) {
+                fd_budget_release(&p->budget);
+                return nfd;
+        }
+        pthread_mutex_lock(&i->plock_mutex);
+        if (!i->plocks)
+                i->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        if (g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
+                fd = GPOINTER_TO_INT(v) - 1; /* another thread of the same owner won */
+        else {
+                uint64_t *k = g_new(uint64_t, 1);
+                *k = owner;
+                g_hash_table_insert(i->plocks, k, GINT_TO_POINTER(nfd + 1));
+                fd = TAKE_FD(nfd);
+        }
+        pthread_mutex_unlock(&i->plock_mutex);
+        if (nfd >= 0) {
+                safe_close(nfd);
+                fd_budget_release(&p->budget);
+        }
+        return fd;
+}
+
+static int flock_from_fs(struct flock *fl, const FsLock *lk) {
+        if (lk->type != F_RDLCK && lk->type != F_WRLCK && lk->type != F_UNLCK)
+                return -EINVAL;
+        if (lk->start > INT64_MAX || lk->end < lk->start)
+                return -EINVAL;
+        *fl = (struct flock) { .l_type = (short) lk->type, .l_whence = SEEK_SET, .l_start = (off_t) lk->start };
+        /* FUSE carries an inclusive end; OFFSET_MAX (or more) means "to the end of the file". */
+        fl->l_len = lk->end >= (uint64_t) INT64_MAX ? 0 : (off_t) (lk->end - lk->start + 1);
+        return 0;
+}
+
+static int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, FsLock *lk) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        struct flock fl;
+        int r, fd;
+
+        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        if (r < 0)
+                return r;
+        r = flock_from_fs(&fl, lk);
+        if (r < 0)
+                return r;
+        fd = plock_fd(p, h, owner);
+        if (fd < 0)
+                return fd;
+        if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+                return negative_errno();
+        lk->type = (uint32_t) fl.l_type;
+        if (fl.l_type != F_UNLCK) {
+                lk->start = (uint64_t) fl.l_start;
+                lk->end = fl.l_len == 0 ? (uint64_t) INT64_MAX : (uint64_t) (fl.l_start + fl.l_len - 1);
+        }
+        lk->pid = 0; /* OFD locks have no owning process to report */
+        return 0;
+}
+
+/* One pause of a blocking lock wait. Waits poll with a growing pause instead of sleeping in
+ * F_OFD_SETLKW/flock(): the guest can cancel them (INTERRUPT), which a thread stuck in the kernel
+ * would not notice. The pause stays at most 20 ms so a freed lock is taken quickly. */
+static int lock_wait_step(const FsCtx *c, long *delay_us) {
+        struct timespec ts = { 0, *delay_us * 1000 };
+
+        if (c->interrupted && atomic_load(c->interrupted))
+                return -EINTR;
+        nanosleep(&ts, NULL);
+        *delay_us = MIN(*delay_us * 2, 20000L);
+        if (c->interrupted && atomic_load(c->interrupted))
+                return -EINTR;
+        return 0;
+}
+
+static int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk,
+                    bool is_flock, bool wait) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        struct flock fl;
+        long delay_us = 1000;
+        int r, fd;
+
+        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        if (r < 0)
+                return r;
+        if (is_flock) {
+                int op;
+
+                if (lk->type == F_RDLCK)
+                        op = LOCK_SH | LOCK_NB;
+                else if (lk->type == F_WRLCK)
+                        op = LOCK_EX | LOCK_NB;
+                else if (lk->type == F_UNLCK)
+                        op = LOCK_UN;
+                else
+                        return -EINVAL;
+                /* flock() belongs to the open file, which is the guest's fh. */
+                for (;;) {
+                        if (flock(h->fd, op) >= 0)
+                                return 0;
+                        r = negative_errno();
+                        if (r != -EWOULDBLOCK || !wait)
+                                return r;
+                        r = lock_wait_step(c, &delay_us);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        r = flock_from_fs(&fl, lk);
+        if (r < 0)
+                return r;
+        fd = plock_fd(p, h, owner);
+        if (fd < 0)
+                return fd;
+        for (;;) {
+                struct flock attempt = fl;
+
+                if (fcntl(fd, F_OFD_SETLK, &attempt) >= 0)
+                        return 0;
+                r = negative_errno();
+                if (r == -EACCES)
+                        r = -EAGAIN;
+                if (r != -EAGAIN || !wait)
+                        return r;
+                r = lock_wait_step(c, &delay_us);
+                if (r < 0)
+                        return r;
+        }
+}
+
+const FsOps passthrough_ops = {
+        .session_reset = pt_session_reset,
+        .lookup = pt_lookup,
+        .forget = pt_forget,
+        .getattr = pt_getattr,
+        .setattr = pt_setattr,
+        .readlink = pt_readlink,
+        .mknod = pt_mknod,
+        .mkdir = pt_mkdir,
+        .symlink = pt_symlink,
+        .unlink = pt_unlink,
+        .rmdir = pt_rmdir,
+        .rename = pt_rename,
+        .link = pt_link,
+        .open = pt_open,
+        .create = pt_create,
+        .tmpfile = pt_tmpfile,
+        .read = pt_read,
+        .write = pt_write,
+        .flush = pt_flush,
+        .release = pt_release,
+        .fsync = pt_fsync,
+        .opendir = pt_opendir,
+        .readdir = pt_readdir,
+        .releasedir = pt_releasedir,
+        .fsyncdir = pt_fsyncdir,
+        .statfs = pt_statfs,
+        .access = pt_access,
+        .syncfs = pt_syncfs,
+        .setxattr = pt_setxattr,
+        .getxattr = pt_getxattr,
+        .listxattr = pt_listxattr,
+        .removexattr = pt_removexattr,
+        .fallocate = pt_fallocate,
+        .lseek = pt_lseek,
+        .copy_file_range = pt_copy_file_range,
+        .getlk = pt_getlk,
+        .setlk = pt_setlk,
+};

@@ -1,0 +1,28 @@
+/* passthrough.h: the FsOps implementation over a host directory. */
+#pragma once
+
+#include <stdint.h>
+
+#include "fs-ops.h"
+#include "fs-options.h"
+#include "util.h"
+
+typedef struct Passthrough Passthrough;
+
+extern const FsOps passthrough_ops;
+
+/* Opens opts->shared_dir as the root (nodeid 1). */
+int passthrough_new(Passthrough **ret, const FsOptions *opts);
+Passthrough *passthrough_free(Passthrough *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Passthrough *, passthrough_free);
+
+/* Process-wide preparation, called once from main before threads start: drops supplementary
+ * groups (CVE-2022-0358) and raises RLIMIT_NOFILE within the system's limits (CVE-2020-10717;
+ * rlimit_nofile 0 = default). Returns the resulting fd limit. */
+int passthrough_drop_supplementary_groups(void);
+int64_t passthrough_raise_fd_limit(uint64_t rlimit_nofile);
+
+/* For tests and statistics. */
+unsigned passthrough_inode_count(Passthrough *p);
+unsigned passthrough_handle_count(Passthrough *p);
+uint64_t passthrough_fds_used(Passthrough *p);

@@ -1,0 +1,156 @@
+/* test-credentials.c: per-thread identity and umask switching, fd limit raising. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "credentials.h"
+#include "fd-budget.h"
+
+static pthread_barrier_t barrier;
+static uid_t other_euid;
+
+static void *observer(void *p) {
+        pthread_barrier_wait(&barrier); /* main thread has switched */
+        other_euid = geteuid();
+        pthread_barrier_wait(&barrier);
+        return NULL;
+}
+
+START_TEST(test_switch_is_per_thread) {
+        Credentials c;
+        pthread_t th;
+
+        ck_assert(credentials_can_switch());
+        pthread_barrier_init(&barrier, NULL, 2);
+        ck_assert_int_eq(pthread_create(&th, NULL, observer, NULL), 0);
+        ck_assert_int_eq(credentials_enter(&c, 65534, 65533, false, 0), 0);
+        ck_assert_uint_eq(geteuid(), 65534);
+        ck_assert_uint_eq(getegid(), 65533);
+        pthread_barrier_wait(&barrier);
+        pthread_barrier_wait(&barrier);
+        ck_assert_uint_eq(other_euid, 0); /* the other thread kept root */
+        /* As the switched user, root-only things fail. */
+        ck_assert_int_eq(faccessat(AT_FDCWD, "/root", W_OK, AT_EACCESS), -1);
+        credentials_leave(&c);
+        ck_assert_uint_eq(geteuid(), 0);
+        ck_assert_uint_eq(getegid(), 0);
+        pthread_join(th, NULL);
+        /* Root stays root without a switch; leave twice is harmless. */
+        ck_assert_int_eq(credentials_enter(&c, 0, 0, false, 0), 0);
+        ck_assert(!c.switched);
+        credentials_leave(&c);
+        credentials_leave(&c);
+}
+END_TEST
+
+START_TEST(test_umask_per_thread) {
+        Credentials c;
+        mode_t before = umask(022);
+        char path[] = "/tmp/test-credentials-XXXXXX";
+        struct stat st;
+        int fd;
+
+        ck_assert_ptr_nonnull(mkdtemp(path));
+        ck_assert_int_eq(credentials_enter(&c, 0, 0, true, 077), 0);
+        ck_assert_int_eq(chdir(path), 0);
+        fd = open("f", O_CREAT | O_WRONLY, 0666);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        ck_assert_int_eq(stat("f", &st), 0);
+        ck_assert_uint_eq(st.st_mode & 0777, 0600);
+        credentials_leave(&c);
+        ck_assert_uint_eq(umask(before), 022);
+        unlink("f");
+        ck_assert_int_eq(chdir("/"), 0);
+        rmdir(path);
+}
+END_TEST
+
+START_TEST(test_drop_groups) {
+        pid_t pid = fork();
+        int status;
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                gid_t g[1] = { 4242 };
+                if (setgroups(1, g) < 0 || getgroups(0, NULL) != 1)
+                        _exit(2);
+                if (credentials_drop_supplementary_groups() < 0)
+                        _exit(3);
+                _exit(getgroups(0, NULL) == 0 ? 0 : 4);
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
+START_TEST(test_fd_limit) {
+        pid_t pid = fork();
+        int status;
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                struct rlimit rl = { 1024, 8192 };
+                int64_t n;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        _exit(2);
+                n = fd_budget_raise_rlimit(4096);
+                if (n != 4096 || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur != 4096)
+                        _exit(3);
+                /* Asking for more than nr_open is capped: at the hard limit without
+                 * CAP_SYS_RESOURCE, at nr_open/file-max with it. */
+                n = fd_budget_raise_rlimit(UINT64_MAX / 2);
+                if (n < 8192 || n > 1073741816)
+                        _exit(4);
+                if (fd_budget_default_max() >= (uint64_t) n)
+                        _exit(5);
+                _exit(0);
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
+START_TEST(test_budget) {
+        FdBudget b = { .max = 2 };
+        ck_assert(fd_budget_take(&b));
+        ck_assert(fd_budget_take(&b));
+        ck_assert(!fd_budget_take(&b));
+        ck_assert_uint_eq(b.used, 2);
+        fd_budget_release(&b);
+        ck_assert(fd_budget_take(&b));
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("credentials");
+        TCase *tc = tcase_create("core");
+        SRunner *sr;
+        int failed;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "test-credentials needs root\n");
+                return 77;
+        }
+        tcase_add_test(tc, test_switch_is_per_thread);
+        tcase_add_test(tc, test_umask_per_thread);
+        tcase_add_test(tc, test_drop_groups);
+        tcase_add_test(tc, test_fd_limit);
+        tcase_add_test(tc, test_budget);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,1832 @@
+/* test-fuse-server.c: FUSE decoding, validation, dispatch and replies over a temporary directory. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "fuse-server.h"
+#include "util.h"
+
+#define NO_REPLY 1000 /* call() result when the server wrote nothing */
+
+static char tmpdir[] = "/tmp/test-fuse-server-XXXXXX";
+static char share[128], outside[128], secret[128];
+static FuseServer *srv;
+static uint64_t next_unique = 2;
+
+/* ---- request construction ---- */
+
+typedef struct Args {
+        uint8_t buf[1100000];
+        size_t len;
+} Args;
+
+static Args *args_new(void) {
+        Args *a = calloc(1, sizeof *a);
+        ck_assert_ptr_nonnull(a);
+        return a;
+}
+
+static void args_add(Args *a, const void *p, size_t n) {
+        ck_assert_uint_le(a->len + n, sizeof a->buf);
+        memcpy(a->buf + a->len, p, n);
+        a->len += n;
+}
+
+static void args_str(Args *a, const char *s) {
+        args_add(a, s, strlen(s) + 1);
+}
+
+/* Splits a byte stream into separately allocated iovecs of the given sizes (the last one takes the
+ * rest), so the server has to cope with headers and names cut anywhere, and ASan sees any overrun. */
+static unsigned make_iov(struct iovec *iov, const uint8_t *src, size_t len, const size_t *cuts, unsigned ncuts) {
+        unsigned n = 0;
+        size_t off = 0;
+
+        for (unsigned i = 0; i <= ncuts && off < len; i++) {
+                size_t k = i < ncuts ? MIN(cuts[i], len - off) : len - off;
+                iov[n].iov_base = malloc(k ? k : 1);
+                ck_assert_ptr_nonnull(iov[n].iov_base);
+                if (src)
+                        memcpy(iov[n].iov_base, src + off, k);
+                else
+                        memset(iov[n].iov_base, 0xAA, k);
+                iov[n].iov_len = k;
+                off += k;
+                n++;
+        }
+        return n;
+}
+
+static void free_iov(struct iovec *iov, unsigned n) {
+        for (unsigned i = 0; i < n; i++)
+                free(iov[i].iov_base);
+}
+
+typedef struct Reply {
+        struct fuse_out_header h;
+        uint8_t *payload; /* malloc'd */
+        size_t len;       /* payload bytes */
+        uint32_t used;
+        FuseReqInfo info;
+} Reply;
+
+/* Sends a raw request (header + body as given, len field as declared) with reply space cap
+ * (payload bytes after the 16-byte header; SIZE_MAX-free). Returns the reply error or NO_REPLY. */
+static int call_raw(const void *req, size_t reqlen, size_t out_cap, Reply *ret) {
+        static const size_t in_cuts[] = { 7, 13, 25, 3, 1 };
+        static const size_t out_cuts[] = { 5, 11, 9 };
+        struct iovec in_iov[16], out_iov[16];
+        unsigned nin, nout;
+        ChainIter in, out;
+        Reply rep = { 0 };
+        uint8_t *flat;
+        size_t cap = out_cap, off = 0;
+
+        nin = make_iov(in_iov, req, reqlen, in_cuts, ELEMENTSOF(in_cuts));
+        nout = cap > 0 ? make_iov(out_iov, NULL, cap, out_cuts, ELEMENTSOF(out_cuts)) : 0;
+        chain_iter_init(&in, in_iov, nin);
+        chain_iter_init(&out, out_iov, nout);
+        rep.used = fuse_server_process(srv, &in, &out, &rep.info);
+        flat = calloc(1, cap + 1);
+        for (unsigned i = 0; i < nout; i++) {
+                memcpy(flat + off, out_iov[i].iov_base, out_iov[i].iov_len);
+                off += out_iov[i].iov_len;
+        }
+        free_iov(in_iov, nin);
+        free_iov(out_iov, nout);
+        if (rep.used == 0) {
+                ck_assert(!rep.info.replied);
+                free(flat);
+                if (ret)
+                        *ret = rep;
+                return NO_REPLY;
+        }
+        ck_assert(rep.info.replied);
+        ck_assert_uint_ge(rep.used, sizeof rep.h);
+        ck_assert_uint_le(rep.used, cap);
+        memcpy(&rep.h, flat, sizeof rep.h);
+        /* The reply length is exact and names the request. */
+        ck_assert_uint_eq(rep.h.len, rep.used);
+        ck_assert_int_eq(rep.h.error, rep.info.error);
+        if (rep.h.error != 0)
+                ck_assert_uint_eq(rep.h.len, sizeof rep.h);
+        rep.len = rep.used - sizeof rep.h;
+        if (rep.h.error == 0) { /* a payload only comes with success */
+                rep.payload = malloc(rep.len + 1);
+                memcpy(rep.payload, flat + sizeof rep.h, rep.len);
+        }
+        free(flat);
+        if (ret)
+                *ret = rep;
+        else
+                free(rep.payload);
+        return rep.h.error;
+}
+
+typedef struct Caller {
+        uint32_t uid, gid;
+} Caller;
+static Caller caller;
+
+static int call_full(uint32_t opcode, uint64_t nodeid, const Args *a, size_t out_cap, Reply *ret) {
+        size_t alen = a ? a->len : 0;
+        uint8_t *req = malloc(sizeof(struct fuse_in_header) + alen);
+        struct fuse_in_header h = {
+                .len = (uint32_t) (sizeof h + alen),
+                .opcode = opcode,
+                .unique = next_unique,
+                .nodeid = nodeid,
+                .uid = caller.uid,
+                .gid = caller.gid,
+                .pid = 1234,
+        };
+        int r;
+
+        next_unique += 2;
+        memcpy(req, &h, sizeof h);
+        if (alen)
+                memcpy(req + sizeof h, a->buf, alen);
+        r = call_raw(req, sizeof h + alen, out_cap, ret);
+        if (r != NO_REPLY && ret)
+                ck_assert_uint_eq(ret->h.unique, h.unique);
+        free(req);
+        return r;
+}
+
+/* The common case: generous reply space, payload copied to out (if given). */
+static int call(uint32_t opcode, uint64_t nodeid, const Args *a, void *out, size_t outsize) {
+        Reply rep;
+        int r = call_full(opcode, nodeid, a, 16 + MAX(outsize, (size_t) 4096), &rep);
+        if (r == NO_REPLY)
+                return r;
+        if (r == 0 && out) {
+                ck_assert_uint_eq(rep.len, outsize);
+                memcpy(out, rep.payload, outsize);
+        }
+        free(rep.payload);
+        return r;
+}
+
+/* ---- shorthands ---- */
+
+static void do_init_flags(uint32_t flags, uint32_t flags2, struct fuse_init_out *o) {
+        Args *a = args_new();
+        struct fuse_init_in ii = { .major = 7, .minor = 38, .max_readahead = 131072, .flags = flags, .flags2 = flags2 };
+        struct fuse_init_out tmp;
+        args_add(a, &ii, sizeof ii);
+        ck_assert_int_eq(call(FUSE_INIT, 0, a, o ? o : &tmp, sizeof tmp), 0);
+        free(a);
+}
+
+static void do_init(void) {
+        do_init_flags(0x7bfffffb, 0xb, NULL);
+}
+
+static int lookup(uint64_t parent, const char *name, struct fuse_entry_out *e) {
+        Args *a = args_new();
+        struct fuse_entry_out tmp;
+        int r;
+        args_str(a, name);
+        r = call(FUSE_LOOKUP, parent, a, e ? e : &tmp, sizeof tmp);
+        free(a);
+        if (r == 0 && (e ? e : &tmp)->nodeid == 0)
+                return -ENOENT; /* a cached negative entry */
+        return r;
+}
+
+static void forget(uint64_t nodeid, uint64_t n) {
+        Args *a = args_new();
+        struct fuse_forget_in f = { .nlookup = n };
+        args_add(a, &f, sizeof f);
+        ck_assert_int_eq(call_full(FUSE_FORGET, nodeid, a, 0, NULL), NO_REPLY);
+        free(a);
+}
+
+static int create(uint64_t parent, const char *name, uint32_t flags, uint32_t mode, struct fuse_entry_out *e,
+                  uint64_t *fh) {
+        Args *a = args_new();
+        struct fuse_create_in c = { .flags = flags, .mode = mode, .umask = 022 };
+        struct {
+                struct fuse_entry_out e;
+                struct fuse_open_out o;
+        } out;
+        int r;
+        args_add(a, &c, sizeof c);
+        args_str(a, name);
+        r = call(FUSE_CREATE, parent, a, &out, sizeof out);
+        free(a);
+        if (r == 0) {
+                if (e)
+                        *e = out.e;
+                if (fh)
+                        *fh = out.o.fh;
+        }
+        return r;
+}
+
+static int mkdir_req(uint64_t parent, const char *name, uint32_t mode, uint32_t umask_v, struct fuse_entry_out *e) {
+        Args *a = args_new();
+        struct fuse_mkdir_in m = { .mode = mode, .umask = umask_v };
+        struct fuse_entry_out tmp;
+        int r;
+        args_add(a, &m, sizeof m);
+        args_str(a, name);
+        r = call(FUSE_MKDIR, parent, a, e ? e : &tmp, sizeof tmp);
+        free(a);
+        return r;
+}
+
+static int open_req(uint32_t opcode, uint64_t nodeid, uint32_t flags, struct fuse_open_out *o) {
+        Args *a = args_new();
+        struct fuse_open_in in = { .flags = flags };
+        struct fuse_open_out tmp;
+        int r;
+        args_add(a, &in, sizeof in);
+        r = call(opcode, nodeid, a, o ? o : &tmp, sizeof tmp);
+        free(a);
+        return r;
+}
+
+static int write_req(uint64_t nodeid, uint64_t fh, uint64_t off, const void *data, size_t n) {
+        Args *a = args_new();
+        struct fuse_write_in w = { .fh = fh, .offset = off, .size = (uint32_t) n };
+        struct fuse_write_out wo;
+        int r;
+        args_add(a, &w, sizeof w);
+        args_add(a, data, n);
+        r = call(FUSE_WRITE, nodeid, a, &wo, sizeof wo);
+        free(a);
+        if (r == 0)
+                ck_assert_uint_eq(wo.size, n);
+        return r;
+}
+
+/* Returns the error or the number of bytes read into buf. */
+static int read_req(uint64_t nodeid, uint64_t fh, uint64_t off, uint32_t size, void *buf) {
+        Args *a = args_new();
+        struct fuse_read_in ri = { .fh = fh, .offset = off, .size = size };
+        Reply rep;
+        int r;
+        args_add(a, &ri, sizeof ri);
+        r = call_full(FUSE_READ, nodeid, a, 16 + size, &rep);
+        free(a);
+        if (r != 0)
+                return r;
+        ck_assert_uint_le(rep.len, size);
+        memcpy(buf, rep.payload, rep.len);
+        free(rep.payload);
+        return (int) rep.len;
+}
+
+static int release_req(uint32_t opcode, uint64_t nodeid, uint64_t fh) {
+        Args *a = args_new();
+        struct fuse_release_in ri = { .fh = fh };
+        int r;
+        args_add(a, &ri, sizeof ri);
+        r = call(opcode, nodeid, a, NULL, 0);
+        free(a);
+        return r;
+}
+
+static int getattr_req(uint64_t nodeid, struct fuse_attr_out *o) {
+        Args *a = args_new();
+        struct fuse_getattr_in g = { 0 };
+        struct fuse_attr_out tmp;
+        int r;
+        args_add(a, &g, sizeof g);
+        r = call(FUSE_GETATTR, nodeid, a, o ? o : &tmp, sizeof tmp);
+        free(a);
+        return r;
+}
+
+static int name_req(uint32_t opcode, uint64_t nodeid, const char *name) {
+        Args *a = args_new();
+        int r;
+        args_str(a, name);
+        r = call(opcode, nodeid, a, NULL, 0);
+        free(a);
+        return r;
+}
+
+static bool outside_untouched(void) {
+        DIR *d = opendir(outside);
+        struct dirent *de;
+        unsigned n = 0;
+        bool ok = true;
+        char buf[64];
+        int fd;
+
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        n++;
+        closedir(d);
+        if (n != 1)
+                ok = false;
+        fd = open(secret, O_RDONLY);
+        if (fd < 0)
+                return false;
+        memset(buf, 0, sizeof buf);
+        if (read(fd, buf, sizeof buf - 1) != 6 || strcmp(buf, "secret") != 0)
+                ok = false;
+        close(fd);
+        return ok;
+}
+
+static void server_start(FsOptions o) {
+        o.shared_dir = share;
+        ck_assert_int_eq(fuse_server_new(&srv, &o), 0);
+}
+
+static void setup_dirs(void) {
+        int fd;
+
+        ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+        snprintf(share, sizeof share, "%s/share", tmpdir);
+        snprintf(outside, sizeof outside, "%s/outside", tmpdir);
+        snprintf(secret, sizeof secret, "%s/outside/secret", tmpdir);
+        ck_assert_int_eq(mkdir(share, 0755), 0);
+        ck_assert_int_eq(mkdir(outside, 0755), 0);
+        fd = open(secret, O_CREAT | O_WRONLY, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "secret", 6), 6);
+        close(fd);
+}
+
+static void setup(void) {
+        caller = (Caller) { 0, 0 };
+        setup_dirs();
+        FsOptions o = FS_OPTIONS_DEFAULT;
+        o.xattr = true;
+        server_start(o);
+}
+
+static void teardown(void) {
+        char cmd[PATH_MAX + 32];
+        srv = fuse_server_free(srv);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        ck_assert_int_eq(system(cmd), 0);
+        strcpy(tmpdir, "/tmp/test-fuse-server-XXXXXX");
+}
+
+static char *share_path(const char *rel) {
+        static char buf[PATH_MAX];
+        snprintf(buf, sizeof buf, "%s/%s", share, rel);
+        return buf;
+}
+
+/* ---- tests: framing and session ---- */
+
+START_TEST(test_before_init) {
+        struct fuse_attr_out a;
+        ck_assert_int_eq(getattr_req(1, &a), -EIO);
+        /* FORGET before INIT: still no reply. */
+        forget(1, 1);
+        do_init();
+        ck_assert_int_eq(getattr_req(1, &a), 0);
+        ck_assert(S_ISDIR(a.attr.mode));
+}
+END_TEST
+
+START_TEST(test_init_negotiation) {
+        struct fuse_init_out o;
+        Reply rep;
+        Args *a = args_new();
+        struct fuse_init_in ii = { .major = 7, .minor = 38, .max_readahead = 131072, .flags = 0x7bfffffb, .flags2 = 0xb };
+
+        args_add(a, &ii, sizeof ii);
+        ck_assert_int_eq(call_full(FUSE_INIT, 0, a, 16 + 64, &rep), 0);
+        ck_assert_uint_eq(rep.h.len, 80);
+        memcpy(&o, rep.payload, sizeof o);
+        free(rep.payload);
+        ck_assert_uint_eq(o.major, 7);
+        ck_assert_uint_eq(o.minor, 38);
+        ck_assert_uint_eq(o.max_write, 1024 * 1024);
+        ck_assert_uint_eq(o.max_pages, 256);
+        ck_assert_uint_eq(o.max_readahead, 131072);
+        ck_assert(o.flags & FUSE_MAX_PAGES);
+        ck_assert(o.flags & FUSE_BIG_WRITES);
+        ck_assert(o.flags & FUSE_ASYNC_READ);
+        ck_assert(o.flags & FUSE_PARALLEL_DIROPS);
+        ck_assert(o.flags & FUSE_DO_READDIRPLUS);
+        ck_assert(o.flags & FUSE_READDIRPLUS_AUTO);
+        ck_assert(o.flags & FUSE_ATOMIC_O_TRUNC);
+        ck_assert(!(o.flags & FUSE_WRITEBACK_CACHE));
+        ck_assert_uint_eq(o.flags & ~ii.flags, 0);
+        ck_assert_uint_eq(o.flags2 & ~ii.flags2, 0);
+
+        /* Only what the guest offered comes back. */
+        do_init_flags(FUSE_ASYNC_READ | FUSE_POSIX_LOCKS, 0, &o);
+        ck_assert_uint_eq(o.flags, FUSE_ASYNC_READ | FUSE_POSIX_LOCKS);
+        ck_assert_uint_eq(o.flags2, 0);
+
+        /* An older minor gets its own minor back; below 7.31 is refused. */
+        ii.minor = 31;
+        a->len = 0;
+        args_add(a, &ii, sizeof ii);
+        ck_assert_int_eq(call(FUSE_INIT, 0, a, &o, sizeof o), 0);
+        ck_assert_uint_eq(o.minor, 31);
+        ii.minor = 30;
+        a->len = 0;
+        args_add(a, &ii, sizeof ii);
+        ck_assert_int_eq(call(FUSE_INIT, 0, a, &o, sizeof o), -EPROTO);
+        /* A newer major is told ours (8-byte compat reply). */
+        ii.major = 8;
+        a->len = 0;
+        args_add(a, &ii, sizeof ii);
+        ck_assert_int_eq(call_full(FUSE_INIT, 0, a, 16 + 64, &rep), 0);
+        ck_assert_uint_eq(rep.len, 8);
+        ck_assert_uint_eq(((uint32_t *) rep.payload)[0], 7);
+        free(rep.payload);
+        free(a);
+}
+END_TEST
+
+START_TEST(test_framing) {
+        uint8_t raw[200] = { 0 };
+        struct fuse_in_header h = { .len = 40, .opcode = FUSE_GETATTR, .unique = 99, .nodeid = 1 };
+        struct fuse_getattr_in g = { 0 };
+        Reply rep;
+
+        do_init();
+        /* Shorter than a header: nothing is written. */
+        memcpy(raw, &h, sizeof h);
+        ck_assert_int_eq(call_raw(raw, 20, 200, &rep), NO_REPLY);
+        ck_assert_int_eq(rep.info.error, -EBADMSG);
+        /* Declared length differs from the bytes sent: EINVAL, both ways. */
+        h.len = sizeof h + sizeof g + 8;
+        memcpy(raw, &h, sizeof h);
+        memcpy(raw + sizeof h, &g, sizeof g);
+        ck_assert_int_eq(call_raw(raw, sizeof h + sizeof g, 200, &rep), -EINVAL);
+        ck_assert_uint_eq(rep.h.unique, 99);
+        h.len = sizeof h;
+        memcpy(raw, &h, sizeof h);
+        ck_assert_int_eq(call_raw(raw, sizeof h + sizeof g, 200, NULL), -EINVAL);
+        /* Arguments shorter than the opcode's struct. */
+        h.len = sizeof h + 4;
+        memcpy(raw, &h, sizeof h);
+        ck_assert_int_eq(call_raw(raw, sizeof h + 4, 200, NULL), -EINVAL);
+        /* Extension length beyond the message. */
+        h.len = sizeof h + sizeof g;
+        h.total_extlen = 100;
+        memcpy(raw, &h, sizeof h);
+        ck_assert_int_eq(call_raw(raw, sizeof h + sizeof g, 200, NULL), -EINVAL);
+        h.total_extlen = 0;
+        /* Reply space: too small for the payload is E2BIG, too small for a header is silence. */
+        memcpy(raw, &h, sizeof h);
+        ck_assert_int_eq(call_raw(raw, sizeof h + sizeof g, 16 + 50, &rep), -E2BIG);
+        ck_assert_int_eq(call_raw(raw, sizeof h + sizeof g, 10, &rep), NO_REPLY);
+        ck_assert_int_eq(call_raw(raw, sizeof h + sizeof g, 0, &rep), NO_REPLY);
+        /* The exact size works. */
+        ck_assert_int_eq(call_raw(raw, sizeof h + sizeof g, 16 + sizeof(struct fuse_attr_out), &rep), 0);
+        free(rep.payload);
+}
+END_TEST
+
+START_TEST(test_unknown_opcodes) {
+        uint32_t enosys[] = { 0, 7, 19, 99, 4096, 0xffffffff, FUSE_IOCTL, FUSE_POLL, FUSE_BMAP,
+                              FUSE_SETUPMAPPING, FUSE_REMOVEMAPPING, FUSE_NOTIFY_REPLY };
+        Args *a = args_new();
+        uint8_t zeros[64] = { 0 };
+
+        do_init();
+        args_add(a, zeros, sizeof zeros);
+        for (size_t i = 0; i < ELEMENTSOF(enosys); i++) {
+                Reply rep;
+                ck_assert_int_eq(call_full(enosys[i], 1, a, 200, &rep), -ENOSYS);
+                ck_assert_uint_eq(rep.info.opcode, enosys[i]);
+        }
+        /* INTERRUPT of nothing: no reply. */
+        a->len = 8;
+        ck_assert_int_eq(call_full(FUSE_INTERRUPT, 0, a, 200, NULL), NO_REPLY);
+        free(a);
+}
+END_TEST
+
+START_TEST(test_second_init_resets) {
+        struct fuse_entry_out e, e2;
+
+        do_init();
+        ck_assert_int_eq(mkdir_req(1, "d", 0755, 0, &e), 0);
+        ck_assert_int_eq(getattr_req(e.nodeid, NULL), 0);
+        do_init();
+        ck_assert_int_eq(getattr_req(e.nodeid, NULL), -EBADF);
+        ck_assert_int_eq(lookup(1, "d", &e2), 0);
+        ck_assert_uint_ne(e2.nodeid, e.nodeid); /* never reused */
+        ck_assert_uint_gt(e2.nodeid, 1);
+        /* DESTROY ends the session: EIO until the next INIT. */
+        ck_assert_int_eq(call(FUSE_DESTROY, 0, NULL, NULL, 0), 0);
+        ck_assert_int_eq(getattr_req(1, NULL), -EIO);
+        do_init();
+        ck_assert_int_eq(getattr_req(1, NULL), 0);
+        fuse_server_reset(srv);
+        ck_assert_int_eq(getattr_req(1, NULL), -EIO);
+}
+END_TEST
+
+/* ---- tests: operations ---- */
+
+START_TEST(test_create_write_read) {
+        struct fuse_entry_out e;
+        uint64_t fh, fh2;
+        char buf[200000], *big = malloc(300000);
+        int n;
+
+        do_init();
+        ck_assert_int_eq(lookup(1, "f", &e), -ENOENT);
+        ck_assert_int_eq(create(1, "f", O_WRONLY | O_CREAT | O_TRUNC, S_IFREG | 0644, &e, &fh), 0);
+        ck_assert_uint_gt(e.nodeid, 1);
+        ck_assert(S_ISREG(e.attr.mode));
+        ck_assert_uint_eq(e.attr.mode & 07777, 0644);
+        for (int i = 0; i < 300000; i++)
+                big[i] = (char) (i * 7);
+        ck_assert_int_eq(write_req(e.nodeid, fh, 0, "hello", 5), 0);
+        ck_assert_int_eq(write_req(e.nodeid, fh, 5, big, 65536), 0);
+        /* WRITE data size must match the message. */
+        {
+                Args *a = args_new();
+                struct fuse_write_in w = { .fh = fh, .size = 10 };
+                args_add(a, &w, sizeof w);
+                args_add(a, "abc", 3);
+                ck_assert_int_eq(call(FUSE_WRITE, e.nodeid, a, NULL, 0), -EINVAL);
+                free(a);
+        }
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+        /* The handle is gone. */
+        ck_assert_int_eq(write_req(e.nodeid, fh, 0, "x", 1), -EBADF);
+
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, NULL), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, &o), 0);
+                fh2 = o.fh;
+        }
+        n = read_req(e.nodeid, fh2, 0, 5, buf);
+        ck_assert_int_eq(n, 5);
+        ck_assert(memcmp(buf, "hello", 5) == 0);
+        n = read_req(e.nodeid, fh2, 5, 131072, buf);
+        ck_assert_int_eq(n, 65536);
+        ck_assert(memcmp(buf, big, 65536) == 0);
+        /* At EOF: empty. */
+        ck_assert_int_eq(read_req(e.nodeid, fh2, 1 << 20, 4096, buf), 0);
+        /* Over max_write: refused. */
+        ck_assert_int_eq(read_req(e.nodeid, fh2, 0, (1 << 20) + 1, buf), -EINVAL);
+        /* Reply space smaller than the read: E2BIG, nothing written past it. */
+        {
+                Args *a = args_new();
+                struct fuse_read_in ri = { .fh = fh2, .size = 4096 };
+                args_add(a, &ri, sizeof ri);
+                ck_assert_int_eq(call_full(FUSE_READ, e.nodeid, a, 16 + 100, NULL), -E2BIG);
+                free(a);
+        }
+        /* Reading through a read-only handle works, writing does not. */
+        ck_assert_int_eq(write_req(e.nodeid, fh2, 0, "x", 1), -EBADF);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh2), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh2), -EBADF);
+
+        /* What the guest wrote is on the host. */
+        {
+                int fd = open(share_path("f"), O_RDONLY);
+                ck_assert_int_ge(fd, 0);
+                ck_assert_int_eq(read(fd, buf, 5), 5);
+                ck_assert(memcmp(buf, "hello", 5) == 0);
+                close(fd);
+        }
+        /* OPEN with O_CREAT is not creation: EINVAL. */
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR | O_CREAT, NULL), -EINVAL);
+        /* CREATE with O_EXCL of an existing name. */
+        ck_assert_int_eq(create(1, "f", O_WRONLY | O_CREAT | O_EXCL, S_IFREG | 0644, NULL, NULL), -EEXIST);
+        /* CREATE without O_EXCL opens what exists (same node). */
+        {
+                struct fuse_entry_out e3;
+                ck_assert_int_eq(create(1, "f", O_RDWR | O_CREAT, S_IFREG | 0600, &e3, &fh), 0);
+                ck_assert_uint_eq(e3.nodeid, e.nodeid);
+                ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+        }
+        free(big);
+}
+END_TEST
+
+START_TEST(test_large_write_split) {
+        struct fuse_entry_out e;
+        uint64_t fh;
+        size_t n = 1024 * 1024;
+        char *data = malloc(n), *back = malloc(n);
+
+        do_init();
+        for (size_t i = 0; i < n; i++)
+                data[i] = (char) (i ^ (i >> 9));
+        ck_assert_int_eq(create(1, "big", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fh), 0);
+        ck_assert_int_eq(write_req(e.nodeid, fh, 0, data, n), 0);
+        ck_assert_int_eq(read_req(e.nodeid, fh, 0, (uint32_t) n, back), (int) n);
+        ck_assert(memcmp(data, back, n) == 0);
+        /* One byte over max_write. */
+        {
+                Args *a = args_new();
+                struct fuse_write_in w = { .fh = fh, .size = (uint32_t) n + 1 };
+                args_add(a, &w, sizeof w);
+                ck_assert_int_eq(call(FUSE_WRITE, e.nodeid, a, NULL, 0), -EINVAL);
+                free(a);
+        }
+        free(data);
+        free(back);
+}
+END_TEST
+
+START_TEST(test_names) {
+        struct fuse_entry_out e;
+        char longname[300];
+        Args *a = args_new();
+
+        do_init();
+        memset(longname, 'x', sizeof longname);
+        longname[256] = 0;
+        ck_assert_int_eq(mkdir_req(1, "a/b", 0755, 0, NULL), -EINVAL);
+        ck_assert_int_eq(mkdir_req(1, "..", 0755, 0, NULL), -EINVAL);
+        ck_assert_int_eq(mkdir_req(1, ".", 0755, 0, NULL), -EINVAL);
+        ck_assert_int_eq(mkdir_req(1, "", 0755, 0, NULL), -ENOENT);
+        ck_assert_int_eq(mkdir_req(1, longname, 0755, 0, NULL), -ENAMETOOLONG);
+        longname[255] = 0;
+        ck_assert_int_eq(mkdir_req(1, longname, 0755, 0, NULL), 0);
+        ck_assert_int_eq(create(1, "/etc/evil", O_WRONLY | O_CREAT, S_IFREG | 0644, NULL, NULL), -EINVAL);
+        ck_assert_int_eq(name_req(FUSE_UNLINK, 1, "../outside/secret"), -EINVAL);
+        ck_assert_int_eq(name_req(FUSE_RMDIR, 1, ".."), -EINVAL);
+        /* A name without its NUL. */
+        args_add(a, "abc", 3);
+        ck_assert_int_eq(call(FUSE_LOOKUP, 1, a, NULL, 0), -EINVAL);
+        ck_assert_int_eq(call(FUSE_UNLINK, 1, a, NULL, 0), -EINVAL);
+        /* LOOKUP ".." at the root is the root; "." is the directory itself. */
+        ck_assert_int_eq(lookup(1, "..", &e), 0);
+        ck_assert_uint_eq(e.nodeid, 1);
+        ck_assert_int_eq(lookup(1, ".", &e), 0);
+        ck_assert_uint_eq(e.nodeid, 1);
+        {
+                struct fuse_entry_out d, up;
+                ck_assert_int_eq(mkdir_req(1, "sub", 0755, 0, &d), 0);
+                ck_assert_int_eq(lookup(d.nodeid, "..", &up), 0);
+                ck_assert_uint_eq(up.nodeid, 1);
+        }
+        /* RENAME with a bad second name. */
+        a->len = 0;
+        {
+                struct fuse_rename_in rn = { .newdir = 1 };
+                args_add(a, &rn, sizeof rn);
+                args_str(a, "sub");
+                args_str(a, "../escaped");
+                ck_assert_int_eq(call(FUSE_RENAME, 1, a, NULL, 0), -EINVAL);
+                a->len = sizeof rn;
+                args_str(a, "sub");
+                args_add(a, "x", 1); /* second name unterminated */
+                ck_assert_int_eq(call(FUSE_RENAME, 1, a, NULL, 0), -EINVAL);
+        }
+        free(a);
+        ck_assert(outside_untouched());
+}
+END_TEST
+
+START_TEST(test_nodeids_and_forget) {
+        struct fuse_entry_out e, e2, e3;
+        struct fuse_attr_out at;
+
+        do_init();
+        ck_assert_int_eq(getattr_req(0, NULL), -EBADF);
+        ck_assert_int_eq(getattr_req(12345, NULL), -EBADF);
+        ck_assert_int_eq(mkdir_req(1, "d", 0755, 0, &e), 0); /* 1 lookup */
+        ck_assert_int_eq(lookup(1, "d", &e2), 0);            /* 2 */
+        ck_assert_uint_eq(e.nodeid, e2.nodeid);
+        forget(e.nodeid, 1);
+        ck_assert_int_eq(getattr_req(e.nodeid, &at), 0);
+        forget(e.nodeid, 1);
+        ck_assert_int_eq(getattr_req(e.nodeid, &at), -EBADF);
+        /* More forgets than lookups, and forgets of the root or of nothing: harmless. */
+        forget(e.nodeid, 5);
+        forget(1, UINT64_MAX);
+        forget(999999, 1);
+        ck_assert_int_eq(getattr_req(1, &at), 0);
+        ck_assert_int_eq(lookup(1, "d", &e3), 0);
+        ck_assert_uint_gt(e3.nodeid, e.nodeid);
+        /* BATCH_FORGET */
+        {
+                Args *a = args_new();
+                struct fuse_batch_forget_in b = { .count = 2 };
+                struct fuse_forget_one one[2] = { { e3.nodeid, 1 }, { 777, 3 } };
+                /* A count larger than the message: nothing forgotten. */
+                b.count = 3;
+                args_add(a, &b, sizeof b);
+                args_add(a, one, sizeof one);
+                ck_assert_int_eq(call_full(FUSE_BATCH_FORGET, 0, a, 0, NULL), NO_REPLY);
+                ck_assert_int_eq(getattr_req(e3.nodeid, NULL), 0);
+                b.count = 0x10000000;
+                memcpy(a->buf, &b, sizeof b);
+                ck_assert_int_eq(call_full(FUSE_BATCH_FORGET, 0, a, 0, NULL), NO_REPLY);
+                ck_assert_int_eq(getattr_req(e3.nodeid, NULL), 0);
+                b.count = 2;
+                memcpy(a->buf, &b, sizeof b);
+                ck_assert_int_eq(call_full(FUSE_BATCH_FORGET, 0, a, 0, NULL), NO_REPLY);
+                ck_assert_int_eq(getattr_req(e3.nodeid, NULL), -EBADF);
+                free(a);
+        }
+}
+END_TEST
+
+START_TEST(test_handles_checked) {
+        struct fuse_entry_out a, b, d;
+        uint64_t fa, fb;
+        struct fuse_open_out od;
+        char buf[16];
+
+        do_init();
+        ck_assert_int_eq(create(1, "a", O_RDWR | O_CREAT, S_IFREG | 0644, &a, &fa), 0);
+        ck_assert_int_eq(create(1, "b", O_RDWR | O_CREAT, S_IFREG | 0644, &b, &fb), 0);
+        /* fh of another inode */
+        ck_assert_int_eq(write_req(a.nodeid, fb, 0, "x", 1), -EBADF);
+        ck_assert_int_eq(read_req(b.nodeid, fa, 0, 4, buf), -EBADF);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, a.nodeid, fb), -EBADF);
+        /* never issued */
+        ck_assert_int_eq(read_req(a.nodeid, 0, 0, 4, buf), -EBADF);
+        ck_assert_int_eq(read_req(a.nodeid, 0xdeadbeef, 0, 4, buf), -EBADF);
+        /* a directory handle is not a file handle and vice versa */
+        ck_assert_int_eq(mkdir_req(1, "d", 0755, 0, &d), 0);
+        ck_assert_int_eq(open_req(FUSE_OPENDIR, d.nodeid, O_RDONLY, &od), 0);
+        ck_assert_int_eq(read_req(d.nodeid, od.fh, 0, 4, buf), -EBADF);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, d.nodeid, od.fh), -EBADF);
+        ck_assert_int_eq(release_req(FUSE_RELEASEDIR, a.nodeid, fa), -EBADF);
+        ck_assert_int_eq(release_req(FUSE_RELEASEDIR, d.nodeid, od.fh), 0);
+        /* GETATTR with a foreign fh */
+        {
+                Args *ar = args_new();
+                struct fuse_getattr_in g = { .getattr_flags = FUSE_GETATTR_FH, .fh = fb };
+                args_add(ar, &g, sizeof g);
+                ck_assert_int_eq(call(FUSE_GETATTR, a.nodeid, ar, NULL, 0), -EBADF);
+                g.fh = fa;
+                ar->len = 0;
+                args_add(ar, &g, sizeof g);
+                struct fuse_attr_out at;
+                ck_assert_int_eq(call(FUSE_GETATTR, a.nodeid, ar, &at, sizeof at), 0);
+                free(ar);
+        }
+        /* OPEN on a directory, OPENDIR on a file */
+        ck_assert_int_eq(open_req(FUSE_OPEN, d.nodeid, O_RDONLY, NULL), -EISDIR);
+        ck_assert_int_eq(open_req(FUSE_OPENDIR, a.nodeid, O_RDONLY, NULL), -ENOTDIR);
+}
+END_TEST
+
+/* Reads a whole directory with READDIR or READDIRPLUS in small chunks; returns the entry count
+ * and checks the records. */
+static unsigned list_dir(uint64_t nodeid, bool plus, uint32_t chunk, unsigned *with_node) {
+        struct fuse_open_out od;
+        uint64_t off = 0;
+        unsigned n = 0;
+
+        *with_node = 0;
+        ck_assert_int_eq(open_req(FUSE_OPENDIR, nodeid, O_RDONLY, &od), 0);
+        for (;;) {
+                Args *a = args_new();
+                struct fuse_read_in ri = { .fh = od.fh, .offset = off, .size = chunk };
+                Reply rep;
+                size_t pos = 0;
+
+                args_add(a, &ri, sizeof ri);
+                ck_assert_int_eq(call_full(plus ? FUSE_READDIRPLUS : FUSE_READDIR, nodeid, a, 16 + chunk, &rep), 0);
+                free(a);
+                ck_assert_uint_le(rep.len, chunk);
+                if (rep.len == 0) {
+                        free(rep.payload);
+                        break;
+                }
+                while (pos < rep.len) {
+                        struct fuse_dirent *d;
+                        size_t sz;
+                        if (plus) {
+                                struct fuse_direntplus *dp = (struct fuse_direntplus *) (rep.payload + pos);
+                                d = &dp->dirent;
+                                sz = FUSE_DIRENTPLUS_SIZE(dp);
+                                if (dp->entry_out.nodeid != 0) {
+                                        (*with_node)++;
+                                        ck_assert_uint_eq(dp->entry_out.attr.ino, d->ino);
+                                        forget(dp->entry_out.nodeid, 1);
+                                } else
+                                        ck_assert(strncmp(d->name, ".", 1) == 0);
+                        } else {
+                                d = (struct fuse_dirent *) (rep.payload + pos);
+                                sz = FUSE_DIRENT_SIZE(d);
+                        }
+                        ck_assert_uint_ge(d->namelen, 1);
+                        ck_assert_uint_le(pos + sz, rep.len);
+                        ck_assert(memchr(d->name, '/', d->namelen) == NULL);
+                        off = d->off;
+                        pos += sz;
+                        n++;
+                }
+                free(rep.payload);
+        }
+        ck_assert_int_eq(release_req(FUSE_RELEASEDIR, nodeid, od.fh), 0);
+        return n;
+}
+
+START_TEST(test_readdir) {
+        struct fuse_entry_out d;
+        unsigned with_node;
+        char name[64];
+
+        do_init();
+        ck_assert_int_eq(mkdir_req(1, "dir", 0755, 0, &d), 0);
+        for (int i = 0; i < 300; i++) {
+                uint64_t fh;
+                struct fuse_entry_out e;
+                snprintf(name, sizeof name, "file-with-a-longish-name-%03d", i);
+                ck_assert_int_eq(create(d.nodeid, name, O_WRONLY | O_CREAT, S_IFREG | 0644, &e, &fh), 0);
+                ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+                forget(e.nodeid, 1);
+        }
+        ck_assert_uint_eq(list_dir(d.nodeid, false, 4096, &with_node), 302);
+        ck_assert_uint_eq(list_dir(d.nodeid, false, 100, &with_node), 302);
+        ck_assert_uint_eq(list_dir(d.nodeid, true, 4096, &with_node), 302);
+        ck_assert_uint_eq(with_node, 300);
+        ck_assert_uint_eq(list_dir(d.nodeid, true, 400, &with_node), 302);
+        /* A buffer too small for even one entry: empty, not an overflow. */
+        {
+                struct fuse_open_out od;
+                Args *a = args_new();
+                struct fuse_read_in ri = { .size = 10 };
+                Reply rep;
+                ck_assert_int_eq(open_req(FUSE_OPENDIR, d.nodeid, O_RDONLY, &od), 0);
+                ri.fh = od.fh;
+                args_add(a, &ri, sizeof ri);
+                ck_assert_int_eq(call_full(FUSE_READDIRPLUS, d.nodeid, a, 16 + 10, &rep), 0);
+                ck_assert_uint_eq(rep.len, 0);
+                free(rep.payload);
+                /* The guest's size larger than the reply space: bounded by the space. */
+                ri.size = 65536;
+                a->len = 0;
+                args_add(a, &ri, sizeof ri);
+                ck_assert_int_eq(call_full(FUSE_READDIR, d.nodeid, a, 16 + 200, &rep), 0);
+                ck_assert_uint_le(rep.len, 200);
+                ck_assert_uint_gt(rep.len, 0);
+                free(rep.payload);
+                free(a);
+                ck_assert_int_eq(release_req(FUSE_RELEASEDIR, d.nodeid, od.fh), 0);
+        }
+}
+END_TEST
+
+START_TEST(test_dir_ops) {
+        struct fuse_entry_out d, e, l, s;
+        uint64_t fh;
+        char target[64];
+        Reply rep;
+
+        do_init();
+        ck_assert_int_eq(mkdir_req(1, "d", 0777, 022, &d), 0);
+        ck_assert(S_ISDIR(d.attr.mode));
+        ck_assert_uint_eq(d.attr.mode & 0777, 0755);
+        ck_assert_int_eq(mkdir_req(1, "d", 0755, 0, NULL), -EEXIST);
+        ck_assert_int_eq(create(d.nodeid, "f", O_WRONLY | O_CREAT, S_IFREG | 0644, &e, &fh), 0);
+        ck_assert_int_eq(name_req(FUSE_RMDIR, 1, "d"), -ENOTEMPTY);
+        /* LINK: same node, nlink 2 */
+        {
+                Args *a = args_new();
+                struct fuse_link_in li = { .oldnodeid = e.nodeid };
+                args_add(a, &li, sizeof li);
+                args_str(a, "hard");
+                ck_assert_int_eq(call(FUSE_LINK, 1, a, &l, sizeof l), 0);
+                ck_assert_uint_eq(l.nodeid, e.nodeid);
+                ck_assert_uint_eq(l.attr.nlink, 2);
+                /* A link to a directory is refused; to an unknown node EBADF. */
+                li.oldnodeid = d.nodeid;
+                a->len = 0;
+                args_add(a, &li, sizeof li);
+                args_str(a, "dlink");
+                ck_assert_int_eq(call(FUSE_LINK, 1, a, NULL, 0), -EPERM);
+                li.oldnodeid = 4242;
+                a->len = 0;
+                args_add(a, &li, sizeof li);
+                args_str(a, "x");
+                ck_assert_int_eq(call(FUSE_LINK, 1, a, NULL, 0), -EBADF);
+                free(a);
+        }
+        {
+                struct fuse_entry_out h2;
+                ck_assert_int_eq(lookup(1, "hard", &h2), 0);
+                ck_assert_uint_eq(h2.nodeid, e.nodeid);
+        }
+        /* SYMLINK + READLINK */
+        {
+                Args *a = args_new();
+                args_str(a, "sl");
+                args_str(a, "d/f");
+                ck_assert_int_eq(call(FUSE_SYMLINK, 1, a, &s, sizeof s), 0);
+                ck_assert(S_ISLNK(s.attr.mode));
+                a->len = 0;
+                args_str(a, "sl2");
+                args_str(a, "");
+                ck_assert_int_eq(call(FUSE_SYMLINK, 1, a, NULL, 0), -ENOENT);
+                free(a);
+                ck_assert_int_eq(call_full(FUSE_READLINK, s.nodeid, NULL, 16 + 4095, &rep), 0);
+                ck_assert_uint_eq(rep.len, 3);
+                memcpy(target, rep.payload, 3);
+                free(rep.payload);
+                ck_assert(memcmp(target, "d/f", 3) == 0);
+                ck_assert_int_eq(call(FUSE_READLINK, d.nodeid, NULL, NULL, 0), -EINVAL);
+        }
+        /* RENAME, RENAME2 NOREPLACE / EXCHANGE */
+        {
+                Args *a = args_new();
+                struct fuse_rename_in rn = { .newdir = 1 };
+                struct fuse_rename2_in r2 = { .newdir = 1, .flags = RENAME_NOREPLACE };
+                args_add(a, &rn, sizeof rn);
+                args_str(a, "hard");
+                args_str(a, "hard2");
+                ck_assert_int_eq(call(FUSE_RENAME, 1, a, NULL, 0), 0);
+                ck_assert_int_eq(access(share_path("hard2"), F_OK), 0);
+                a->len = 0;
+                args_add(a, &r2, sizeof r2);
+                args_str(a, "hard2");
+                args_str(a, "sl");
+                ck_assert_int_eq(call(FUSE_RENAME2, 1, a, NULL, 0), -EEXIST);
+                r2.flags = RENAME_EXCHANGE;
+                memcpy(a->buf, &r2, sizeof r2);
+                ck_assert_int_eq(call(FUSE_RENAME2, 1, a, NULL, 0), 0);
+                {
+                        struct stat st;
+                        ck_assert_int_eq(lstat(share_path("hard2"), &st), 0);
+                        ck_assert(S_ISLNK(st.st_mode));
+                }
+                r2.flags = 0x100;
+                memcpy(a->buf, &r2, sizeof r2);
+                ck_assert_int_eq(call(FUSE_RENAME2, 1, a, NULL, 0), -EINVAL);
+                /* rename into a non-directory node */
+                rn.newdir = e.nodeid;
+                a->len = 0;
+                args_add(a, &rn, sizeof rn);
+                args_str(a, "sl");
+                args_str(a, "x");
+                ck_assert_int_eq(call(FUSE_RENAME, 1, a, NULL, 0), -ENOTDIR);
+                free(a);
+        }
+        ck_assert_int_eq(name_req(FUSE_UNLINK, 1, "sl"), 0);
+        ck_assert_int_eq(name_req(FUSE_UNLINK, 1, "sl"), -ENOENT);
+        ck_assert_int_eq(name_req(FUSE_UNLINK, 1, "d"), -EISDIR);
+        ck_assert_int_eq(name_req(FUSE_RMDIR, 1, "hard2"), -ENOTDIR);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+        ck_assert_int_eq(name_req(FUSE_UNLINK, d.nodeid, "f"), 0);
+        ck_assert_int_eq(name_req(FUSE_RMDIR, 1, "d"), 0);
+        ck_assert_int_eq(access(share_path("d"), F_OK), -1);
+}
+END_TEST
+
+START_TEST(test_setattr) {
+        struct fuse_entry_out e;
+        struct fuse_attr_out at;
+        uint64_t fh;
+        Args *a = args_new();
+        struct fuse_setattr_in sa = { 0 };
+
+        do_init();
+        ck_assert_int_eq(create(1, "f", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fh), 0);
+        ck_assert_int_eq(write_req(e.nodeid, fh, 0, "0123456789", 10), 0);
+        /* chmod */
+        sa.valid = FATTR_MODE;
+        sa.mode = S_IFREG | 04711;
+        args_add(a, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &at, sizeof at), 0);
+        ck_assert_uint_eq(at.attr.mode & 07777, 04711);
+        /* chown clears setuid, as the kernel does */
+        sa = (struct fuse_setattr_in) { .valid = FATTR_UID | FATTR_GID, .uid = 65534, .gid = 65534 };
+        memcpy(a->buf, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &at, sizeof at), 0);
+        ck_assert_uint_eq(at.attr.uid, 65534);
+        ck_assert_uint_eq(at.attr.gid, 65534);
+        ck_assert_uint_eq(at.attr.mode & 04000, 0);
+        /* truncate by path and through the fh */
+        sa = (struct fuse_setattr_in) { .valid = FATTR_SIZE, .size = 4 };
+        memcpy(a->buf, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &at, sizeof at), 0);
+        ck_assert_uint_eq(at.attr.size, 4);
+        sa = (struct fuse_setattr_in) { .valid = FATTR_SIZE | FATTR_FH | FATTR_LOCKOWNER, .size = 2, .fh = fh };
+        memcpy(a->buf, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &at, sizeof at), 0);
+        ck_assert_uint_eq(at.attr.size, 2);
+        sa.fh = fh + 1000;
+        memcpy(a->buf, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, NULL, 0), -EBADF);
+        /* times, explicit and NOW */
+        sa = (struct fuse_setattr_in) { .valid = FATTR_ATIME | FATTR_MTIME, .atime = 1000, .atimensec = 5,
+                                        .mtime = 2000, .mtimensec = 7 };
+        memcpy(a->buf, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &at, sizeof at), 0);
+        ck_assert_uint_eq(at.attr.atime, 1000);
+        ck_assert_uint_eq(at.attr.atimensec, 5);
+        ck_assert_uint_eq(at.attr.mtime, 2000);
+        ck_assert_uint_eq(at.attr.mtimensec, 7);
+        sa = (struct fuse_setattr_in) { .valid = FATTR_MTIME | FATTR_MTIME_NOW | FATTR_CTIME };
+        memcpy(a->buf, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &at, sizeof at), 0);
+        ck_assert_uint_gt(at.attr.mtime, 2000);
+        ck_assert_uint_eq(at.attr.atime, 1000);
+        /* invalid nanoseconds and unknown bits */
+        sa = (struct fuse_setattr_in) { .valid = FATTR_ATIME, .atimensec = 2000000000 };
+        memcpy(a->buf, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, NULL, 0), -EINVAL);
+        sa = (struct fuse_setattr_in) { .valid = 1u << 20 };
+        memcpy(a->buf, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, NULL, 0), -EINVAL);
+        /* truncate of a directory */
+        sa = (struct fuse_setattr_in) { .valid = FATTR_SIZE };
+        memcpy(a->buf, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, 1, a, NULL, 0), -EISDIR);
+        free(a);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+}
+END_TEST
+
+START_TEST(test_misc_ops) {
+        struct fuse_entry_out e, d;
+        struct fuse_open_out od;
+        uint64_t fh;
+        Args *a = args_new();
+
+        do_init();
+        ck_assert_int_eq(create(1, "f", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fh), 0);
+        {
+                struct fuse_statfs_out so;
+                ck_assert_int_eq(call(FUSE_STATFS, 1, NULL, &so, sizeof so), 0);
+                ck_assert_uint_gt(so.st.bsize, 0);
+                ck_assert_uint_eq(so.st.namelen, 255);
+        }
+        {
+                struct fuse_access_in ac = { .mask = R_OK | W_OK };
+                args_add(a, &ac, sizeof ac);
+                ck_assert_int_eq(call(FUSE_ACCESS, e.nodeid, a, NULL, 0), 0);
+                ac.mask = 0x100;
+                memcpy(a->buf, &ac, sizeof ac);
+                ck_assert_int_eq(call(FUSE_ACCESS, e.nodeid, a, NULL, 0), -EINVAL);
+        }
+        {
+                struct fuse_fsync_in fs = { .fh = fh, .fsync_flags = FUSE_FSYNC_FDATASYNC };
+                a->len = 0;
+                args_add(a, &fs, sizeof fs);
+                ck_assert_int_eq(call(FUSE_FSYNC, e.nodeid, a, NULL, 0), 0);
+                fs.fsync_flags = 0;
+                memcpy(a->buf, &fs, sizeof fs);
+                ck_assert_int_eq(call(FUSE_FSYNC, e.nodeid, a, NULL, 0), 0);
+                ck_assert_int_eq(mkdir_req(1, "d", 0755, 0, &d), 0);
+                ck_assert_int_eq(open_req(FUSE_OPENDIR, d.nodeid, O_RDONLY, &od), 0);
+                fs.fh = od.fh;
+                memcpy(a->buf, &fs, sizeof fs);
+                ck_assert_int_eq(call(FUSE_FSYNCDIR, d.nodeid, a, NULL, 0), 0);
+                ck_assert_int_eq(call(FUSE_FSYNCDIR, e.nodeid, a, NULL, 0), -EBADF);
+        }
+        {
+                struct fuse_flush_in fl = { .fh = fh, .lock_owner = 42 };
+                a->len = 0;
+                args_add(a, &fl, sizeof fl);
+                ck_assert_int_eq(call(FUSE_FLUSH, e.nodeid, a, NULL, 0), 0);
+        }
+        {
+                struct fuse_syncfs_in sf = { 0 };
+                a->len = 0;
+                args_add(a, &sf, sizeof sf);
+                ck_assert_int_eq(call(FUSE_SYNCFS, 1, a, NULL, 0), 0);
+        }
+        /* FALLOCATE, LSEEK holes */
+        {
+                struct fuse_fallocate_in fa = { .fh = fh, .offset = 1 << 20, .length = 4096 };
+                struct fuse_lseek_in ls = { .fh = fh, .offset = 0, .whence = SEEK_DATA };
+                struct fuse_lseek_out lo;
+                a->len = 0;
+                args_add(a, &fa, sizeof fa);
+                ck_assert_int_eq(call(FUSE_FALLOCATE, e.nodeid, a, NULL, 0), 0);
+                ck_assert_int_eq(write_req(e.nodeid, fh, 0, "abc", 3), 0);
+                a->len = 0;
+                args_add(a, &ls, sizeof ls);
+                ck_assert_int_eq(call(FUSE_LSEEK, e.nodeid, a, &lo, sizeof lo), 0);
+                ck_assert_uint_eq(lo.offset, 0);
+                ls.whence = SEEK_HOLE;
+                memcpy(a->buf, &ls, sizeof ls);
+                ck_assert_int_eq(call(FUSE_LSEEK, e.nodeid, a, &lo, sizeof lo), 0);
+                ck_assert_uint_gt(lo.offset, 0);
+                ck_assert_uint_le(lo.offset, 1 << 20);
+                ls.whence = 77;
+                memcpy(a->buf, &ls, sizeof ls);
+                ck_assert_int_eq(call(FUSE_LSEEK, e.nodeid, a, NULL, 0), -EINVAL);
+        }
+        /* COPY_FILE_RANGE */
+        {
+                struct fuse_entry_out e2;
+                uint64_t fh2;
+                struct fuse_write_out wo;
+                char buf[8];
+                ck_assert_int_eq(create(1, "g", O_RDWR | O_CREAT, S_IFREG | 0644, &e2, &fh2), 0);
+                struct fuse_copy_file_range_in c = { .fh_in = fh, .off_in = 0, .nodeid_out = e2.nodeid,
+                                                      .fh_out = fh2, .off_out = 10, .len = 3 };
+                a->len = 0;
+                args_add(a, &c, sizeof c);
+                ck_assert_int_eq(call(FUSE_COPY_FILE_RANGE, e.nodeid, a, &wo, sizeof wo), 0);
+                ck_assert_uint_eq(wo.size, 3);
+                ck_assert_int_eq(read_req(e2.nodeid, fh2, 10, 8, buf), 3);
+                ck_assert(memcmp(buf, "abc", 3) == 0);
+                c.fh_out = fh; /* fh of the other inode */
+                memcpy(a->buf, &c, sizeof c);
+                ck_assert_int_eq(call(FUSE_COPY_FILE_RANGE, e.nodeid, a, NULL, 0), -EBADF);
+        }
+        /* TMPFILE */
+        {
+                struct fuse_create_in c = { .flags = O_RDWR, .mode = S_IFREG | 0600 };
+                struct {
+                        struct fuse_entry_out e;
+                        struct fuse_open_out o;
+                } out;
+                a->len = 0;
+                args_add(a, &c, sizeof c);
+                args_str(a, "/");
+                ck_assert_int_eq(call(FUSE_TMPFILE, d.nodeid, a, &out, sizeof out), 0);
+                ck_assert(S_ISREG(out.e.attr.mode));
+                ck_assert_uint_eq(out.e.attr.nlink, 0);
+                ck_assert_int_eq(write_req(out.e.nodeid, out.o.fh, 0, "t", 1), 0);
+                ck_assert_int_eq(release_req(FUSE_RELEASE, out.e.nodeid, out.o.fh), 0);
+        }
+        /* MKNOD: fifo and socket */
+        {
+                struct fuse_mknod_in mk = { .mode = S_IFIFO | 0644 };
+                struct fuse_entry_out fe;
+                a->len = 0;
+                args_add(a, &mk, sizeof mk);
+                args_str(a, "fifo");
+                ck_assert_int_eq(call(FUSE_MKNOD, 1, a, &fe, sizeof fe), 0);
+                ck_assert(S_ISFIFO(fe.attr.mode));
+                mk.mode = S_IFSOCK | 0644;
+                a->len = 0;
+                args_add(a, &mk, sizeof mk);
+                args_str(a, "sock");
+                ck_assert_int_eq(call(FUSE_MKNOD, 1, a, &fe, sizeof fe), 0);
+                ck_assert(S_ISSOCK(fe.attr.mode));
+                mk.mode = S_IFDIR | 0755;
+                a->len = 0;
+                args_add(a, &mk, sizeof mk);
+                args_str(a, "notadir");
+                ck_assert_int_eq(call(FUSE_MKNOD, 1, a, NULL, 0), -EPERM);
+        }
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+        free(a);
+}
+END_TEST
+
+START_TEST(test_xattr) {
+        struct fuse_entry_out e;
+        uint64_t fh;
+        Args *a = args_new();
+        struct fuse_getxattr_in gi = { 0 };
+        struct fuse_getxattr_out go;
+        Reply rep;
+        /* The guest offered SETXATTR_EXT and it was accepted: the 16-byte header. */
+        struct fuse_setxattr_in si = { .size = 5 };
+        int r;
+
+        do_init();
+        ck_assert_int_eq(create(1, "f", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fh), 0);
+        if (setxattr(share_path("f"), "user.probe", "1", 1, 0) < 0 && errno == EOPNOTSUPP) {
+                free(a);
+                return; /* the temporary filesystem has no user xattrs */
+        }
+        args_add(a, &si, sizeof si);
+        args_str(a, "user.test");
+        args_add(a, "value", 5);
+        r = call(FUSE_SETXATTR, e.nodeid, a, NULL, 0);
+        ck_assert_int_eq(r, 0);
+        /* value length must match */
+        a->len -= 1;
+        ck_assert_int_eq(call(FUSE_SETXATTR, e.nodeid, a, NULL, 0), -EINVAL);
+        /* size probe */
+        a->len = 0;
+        args_add(a, &gi, sizeof gi);
+        args_str(a, "user.test");
+        ck_assert_int_eq(call(FUSE_GETXATTR, e.nodeid, a, &go, sizeof go), 0);
+        ck_assert_uint_eq(go.size, 5);
+        /* too small: ERANGE */
+        gi.size = 3;
+        memcpy(a->buf, &gi, sizeof gi);
+        ck_assert_int_eq(call(FUSE_GETXATTR, e.nodeid, a, NULL, 0), -ERANGE);
+        gi.size = 64;
+        memcpy(a->buf, &gi, sizeof gi);
+        ck_assert_int_eq(call_full(FUSE_GETXATTR, e.nodeid, a, 16 + 64, &rep), 0);
+        ck_assert_uint_eq(rep.len, 5);
+        ck_assert(memcmp(rep.payload, "value", 5) == 0);
+        free(rep.payload);
+        /* more than the reply can carry */
+        ck_assert_int_eq(call_full(FUSE_GETXATTR, e.nodeid, a, 16 + 10, NULL), -E2BIG);
+        /* bad names */
+        a->len = 0;
+        args_add(a, &gi, sizeof gi);
+        args_str(a, "");
+        ck_assert_int_eq(call(FUSE_GETXATTR, e.nodeid, a, NULL, 0), -ERANGE);
+        /* LISTXATTR */
+        gi.size = 0;
+        a->len = 0;
+        args_add(a, &gi, sizeof gi);
+        ck_assert_int_eq(call(FUSE_LISTXATTR, e.nodeid, a, &go, sizeof go), 0);
+        ck_assert_uint_ge(go.size, 10);
+        gi.size = 4096;
+        memcpy(a->buf, &gi, sizeof gi);
+        ck_assert_int_eq(call_full(FUSE_LISTXATTR, e.nodeid, a, 16 + 4096, &rep), 0);
+        ck_assert(memmem(rep.payload, rep.len, "user.test", 10) != NULL);
+        free(rep.payload);
+        /* REMOVEXATTR */
+        a->len = 0;
+        args_str(a, "user.test");
+        ck_assert_int_eq(call(FUSE_REMOVEXATTR, e.nodeid, a, NULL, 0), 0);
+        ck_assert_int_eq(call(FUSE_REMOVEXATTR, e.nodeid, a, NULL, 0), -ENODATA);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+        free(a);
+}
+END_TEST
+
+START_TEST(test_xattr_disabled) {
+        Args *a = args_new();
+        struct fuse_getxattr_in gi = { 0 };
+
+        srv = fuse_server_free(srv);
+        server_start(FS_OPTIONS_DEFAULT); /* xattr off */
+        do_init();
+        args_add(a, &gi, sizeof gi);
+        args_str(a, "security.capability");
+        ck_assert_int_eq(call(FUSE_GETXATTR, 1, a, NULL, 0), -ENOSYS);
+        free(a);
+}
+END_TEST
+
+/* ---- escapes ---- */
+
+START_TEST(test_escape_symlinks) {
+        struct fuse_entry_out s, e;
+        Args *a = args_new();
+        char target[PATH_MAX];
+
+        do_init();
+        /* A symlink the host or guest made, pointing outside. */
+        ck_assert_int_eq(symlink(outside, share_path("evil")), 0);
+        snprintf(target, sizeof target, "%s", secret);
+        ck_assert_int_eq(symlink(target, share_path("evilfile")), 0);
+        ck_assert_int_eq(lookup(1, "evil", &s), 0);
+        ck_assert(S_ISLNK(s.attr.mode));
+        /* Through it as a directory: nothing. */
+        ck_assert_int_eq(lookup(s.nodeid, "secret", &e), -ENOTDIR);
+        ck_assert_int_eq(create(s.nodeid, "new", O_WRONLY | O_CREAT, S_IFREG | 0644, NULL, NULL), -ENOTDIR);
+        ck_assert_int_eq(mkdir_req(s.nodeid, "new", 0755, 0, NULL), -ENOTDIR);
+        ck_assert_int_eq(open_req(FUSE_OPENDIR, s.nodeid, O_RDONLY, NULL), -ENOTDIR);
+        /* Open the file symlink: never followed. */
+        ck_assert_int_eq(lookup(1, "evilfile", &e), 0);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, NULL), -ELOOP);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_WRONLY | O_TRUNC, NULL), -ELOOP);
+        /* CREATE over the symlink's name does not follow it either. */
+        ck_assert_int_eq(create(1, "evilfile", O_WRONLY | O_CREAT | O_TRUNC, S_IFREG | 0644, NULL, NULL), -ELOOP);
+        /* SETATTR on the symlink: truncation and chmod do not reach the target. */
+        {
+                struct fuse_setattr_in sa = { .valid = FATTR_SIZE, .size = 0 };
+                args_add(a, &sa, sizeof sa);
+                ck_assert_int_ne(call(FUSE_SETATTR, e.nodeid, a, NULL, 0), 0);
+                sa = (struct fuse_setattr_in) { .valid = FATTR_MODE, .mode = 0777 };
+                memcpy(a->buf, &sa, sizeof sa);
+                ck_assert_int_ne(call(FUSE_SETATTR, e.nodeid, a, NULL, 0), 0);
+                sa = (struct fuse_setattr_in) { .valid = FATTR_UID, .uid = 1 };
+                memcpy(a->buf, &sa, sizeof sa);
+                ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, NULL, 0), 0); /* lchown of the link */
+        }
+        /* Names that try to leave. */
+        a->len = 0;
+        {
+                struct fuse_link_in li = { .oldnodeid = e.nodeid };
+                args_add(a, &li, sizeof li);
+                args_str(a, "../outside/x");
+                ck_assert_int_eq(call(FUSE_LINK, 1, a, NULL, 0), -EINVAL);
+        }
+        a->len = 0;
+        args_str(a, "/tmp/absolute");
+        args_str(a, "target");
+        ck_assert_int_eq(call(FUSE_SYMLINK, 1, a, NULL, 0), -EINVAL);
+        /* A symlink whose *target* is absolute is just data. */
+        a->len = 0;
+        args_str(a, "abs");
+        args_str(a, secret);
+        ck_assert_int_eq(call(FUSE_SYMLINK, 1, a, &e, sizeof e), 0);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, NULL), -ELOOP);
+        /* xattrs of the link go to the link, not the target */
+        {
+                struct fuse_getxattr_in gi = { .size = 0 };
+                a->len = 0;
+                args_add(a, &gi, sizeof gi);
+                args_str(a, "user.x");
+                ck_assert_int_ne(call(FUSE_GETXATTR, e.nodeid, a, NULL, 0), 0);
+        }
+        free(a);
+        {
+                struct stat st;
+                ck_assert_int_eq(stat(secret, &st), 0);
+                ck_assert_uint_eq(st.st_mode & 07777, 0600);
+                ck_assert_uint_eq(st.st_uid, 0);
+        }
+        ck_assert(outside_untouched());
+}
+END_TEST
+
+START_TEST(test_escape_special_files) {
+        struct fuse_entry_out e;
+        Args *a = args_new();
+        struct fuse_mknod_in mk = { .mode = S_IFCHR | 0666, .rdev = (1 << 8) | 3 }; /* /dev/null's numbers */
+
+        do_init();
+        args_add(a, &mk, sizeof mk);
+        args_str(a, "null");
+        ck_assert_int_eq(call(FUSE_MKNOD, 1, a, &e, sizeof e), 0);
+        ck_assert(S_ISCHR(e.attr.mode));
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, NULL), -ENXIO);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, NULL), -ENXIO);
+        /* A FIFO: opening would block the daemon; refused at once. */
+        ck_assert_int_eq(mkfifo(share_path("fifo"), 0666), 0);
+        ck_assert_int_eq(lookup(1, "fifo", &e), 0);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, NULL), -ENXIO);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_WRONLY, NULL), -ENXIO);
+        /* CREATE on an existing FIFO name (no O_EXCL): not opened either. */
+        ck_assert_int_eq(create(1, "fifo", O_WRONLY | O_CREAT, S_IFREG | 0644, NULL, NULL), -ENXIO);
+        /* Truncating it by SETATTR: refused. */
+        {
+                struct fuse_setattr_in sa = { .valid = FATTR_SIZE };
+                a->len = 0;
+                args_add(a, &sa, sizeof sa);
+                ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, NULL, 0), -EINVAL);
+        }
+        free(a);
+        ck_assert(outside_untouched());
+}
+END_TEST
+
+START_TEST(test_escape_rename_out) {
+        struct fuse_entry_out d;
+        Args *a = args_new();
+        struct fuse_rename_in rn = { .newdir = 1 };
+
+        do_init();
+        ck_assert_int_eq(mkdir_req(1, "d", 0755, 0, &d), 0);
+        /* newdir that does not exist, or is a nodeid never issued */
+        rn.newdir = 0;
+        args_add(a, &rn, sizeof rn);
+        args_str(a, "d");
+        args_str(a, "x");
+        ck_assert_int_eq(call(FUSE_RENAME, 1, a, NULL, 0), -EBADF);
+        rn.newdir = 99999;
+        memcpy(a->buf, &rn, sizeof rn);
+        ck_assert_int_eq(call(FUSE_RENAME, 1, a, NULL, 0), -EBADF);
+        /* names with slashes on either side */
+        rn.newdir = 1;
+        a->len = 0;
+        args_add(a, &rn, sizeof rn);
+        args_str(a, "d");
+        args_str(a, "../../x");
+        ck_assert_int_eq(call(FUSE_RENAME, 1, a, NULL, 0), -EINVAL);
+        a->len = 0;
+        args_add(a, &rn, sizeof rn);
+        args_str(a, "../outside/secret");
+        args_str(a, "stolen");
+        ck_assert_int_eq(call(FUSE_RENAME, 1, a, NULL, 0), -EINVAL);
+        /* ".." of a subdirectory resolves inside the share only */
+        {
+                struct fuse_entry_out up, upup;
+                ck_assert_int_eq(lookup(d.nodeid, "..", &up), 0);
+                ck_assert_uint_eq(up.nodeid, 1);
+                ck_assert_int_eq(lookup(up.nodeid, "..", &upup), 0);
+                ck_assert_uint_eq(upup.nodeid, 1);
+        }
+        free(a);
+        ck_assert(outside_untouched());
+        ck_assert_int_eq(access(share_path("d"), F_OK), 0);
+}
+END_TEST
+
+/* ---- options ---- */
+
+START_TEST(test_readonly) {
+        struct fuse_entry_out e;
+        uint64_t fh;
+        int fd;
+
+        fd = open(share_path("f"), O_CREAT | O_WRONLY, 0644);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        srv = fuse_server_free(srv);
+        {
+                FsOptions o = FS_OPTIONS_DEFAULT;
+                o.readonly = true;
+                server_start(o);
+        }
+        do_init();
+        ck_assert_int_eq(mkdir_req(1, "d", 0755, 0, NULL), -EROFS);
+        ck_assert_int_eq(create(1, "g", O_WRONLY | O_CREAT, S_IFREG | 0644, NULL, NULL), -EROFS);
+        ck_assert_int_eq(name_req(FUSE_UNLINK, 1, "f"), -EROFS);
+        ck_assert_int_eq(lookup(1, "f", &e), 0);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_WRONLY, NULL), -EROFS);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY | O_TRUNC, NULL), -EROFS);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, &o), 0);
+                fh = o.fh;
+        }
+        ck_assert_int_eq(write_req(e.nodeid, fh, 0, "x", 1), -EROFS);
+        {
+                Args *a = args_new();
+                struct fuse_setattr_in sa = { .valid = FATTR_MODE, .mode = 0600 };
+                args_add(a, &sa, sizeof sa);
+                ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, NULL, 0), -EROFS);
+                free(a);
+        }
+        ck_assert_int_eq(access(share_path("f"), F_OK), 0);
+        ck_assert_int_eq(access(share_path("d"), F_OK), -1);
+}
+END_TEST
+
+START_TEST(test_cache_policies) {
+        struct fuse_entry_out e;
+        struct fuse_open_out o;
+        struct fuse_attr_out at;
+        int fd;
+
+        ck_assert_str_eq(cache_policy_to_string(CACHE_METADATA), "metadata");
+        ck_assert_int_eq(cache_policy_from_string("none"), CACHE_NEVER);
+        ck_assert_int_eq(cache_policy_from_string("always"), CACHE_ALWAYS);
+        ck_assert_int_eq(cache_policy_from_string("sometimes"), -EINVAL);
+        ck_assert_ptr_null(cache_policy_to_string(_CACHE_MAX));
+
+        fd = open(share_path("f"), O_CREAT | O_WRONLY, 0644);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        do_init();
+        ck_assert_int_eq(fuse_server_get_cache_policy(srv), CACHE_AUTO);
+        ck_assert_int_eq(lookup(1, "f", &e), 0);
+        ck_assert_uint_eq(e.entry_valid, 1);
+        ck_assert_uint_eq(e.attr_valid, 1);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, &o), 0);
+        ck_assert_uint_eq(o.open_flags, 0);
+        /* Negative entries are cached outside "never". */
+        {
+                struct fuse_entry_out neg;
+                Args *a = args_new();
+                args_str(a, "missing");
+                ck_assert_int_eq(call(FUSE_LOOKUP, 1, a, &neg, sizeof neg), 0);
+                ck_assert_uint_eq(neg.nodeid, 0);
+                ck_assert_uint_eq(neg.entry_valid, 1);
+                ck_assert_int_eq(fuse_server_set_cache_policy(srv, CACHE_NEVER), 0);
+                ck_assert_int_eq(call(FUSE_LOOKUP, 1, a, NULL, 0), -ENOENT);
+                free(a);
+        }
+        ck_assert_int_eq(lookup(1, "f", &e), 0);
+        ck_assert_uint_eq(e.entry_valid, 0);
+        ck_assert_int_eq(getattr_req(e.nodeid, &at), 0);
+        ck_assert_uint_eq(at.attr_valid, 0);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, &o), 0);
+        ck_assert_uint_eq(o.open_flags, FOPEN_DIRECT_IO);
+        ck_assert_int_eq(fuse_server_set_cache_policy(srv, CACHE_METADATA), 0);
+        ck_assert_int_eq(lookup(1, "f", &e), 0);
+        ck_assert_uint_eq(e.entry_valid, 1);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, &o), 0);
+        ck_assert_uint_eq(o.open_flags, FOPEN_DIRECT_IO);
+        ck_assert_int_eq(fuse_server_set_cache_policy(srv, CACHE_ALWAYS), 0);
+        ck_assert_int_eq(lookup(1, "f", &e), 0);
+        ck_assert_uint_eq(e.entry_valid, 86400);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDONLY, &o), 0);
+        ck_assert_uint_eq(o.open_flags, FOPEN_KEEP_CACHE);
+        ck_assert_int_eq(open_req(FUSE_OPENDIR, 1, O_RDONLY, &o), 0);
+        ck_assert_uint_eq(o.open_flags, FOPEN_CACHE_DIR);
+        ck_assert_int_eq(fuse_server_set_cache_policy(srv, _CACHE_MAX), -EINVAL);
+        ck_assert_int_eq(fuse_server_get_cache_policy(srv), CACHE_ALWAYS);
+
+        /* An explicit timeout overrides the policy's (but never "never"). */
+        srv = fuse_server_free(srv);
+        {
+                FsOptions op = FS_OPTIONS_DEFAULT;
+                op.timeout = 2.5;
+                server_start(op);
+        }
+        do_init();
+        ck_assert_int_eq(lookup(1, "f", &e), 0);
+        ck_assert_uint_eq(e.entry_valid, 2);
+        ck_assert_uint_eq(e.entry_valid_nsec, 500000000);
+}
+END_TEST
+
+START_TEST(test_credentials) {
+        struct fuse_entry_out e;
+        struct stat st;
+        uint64_t fh;
+
+        do_init();
+        ck_assert_int_eq(mkdir_req(1, "open", 0777, 0, &e), 0);
+        ck_assert_int_eq(chmod(share_path("open"), 0777), 0);
+        ck_assert_int_eq(mkdir_req(1, "closed", 0755, 0, NULL), 0);
+        caller = (Caller) { 65534, 65534 };
+        /* Created as the caller: owned by it. */
+        ck_assert_int_eq(mkdir_req(e.nodeid, "mine", 0777, 027, NULL), 0);
+        ck_assert_int_eq(stat(share_path("open/mine"), &st), 0);
+        ck_assert_uint_eq(st.st_uid, 65534);
+        ck_assert_uint_eq(st.st_gid, 65534);
+        ck_assert_uint_eq(st.st_mode & 0777, 0750);
+        ck_assert_int_eq(create(e.nodeid, "file", O_WRONLY | O_CREAT, S_IFREG | 0666, NULL, &fh), 0);
+        ck_assert_int_eq(stat(share_path("open/file"), &st), 0);
+        ck_assert_uint_eq(st.st_uid, 65534);
+        ck_assert_uint_eq(st.st_mode & 0777, 0644);
+        /* ...and refused where the caller may not write. */
+        {
+                struct fuse_entry_out c;
+                caller = (Caller) { 0, 0 };
+                ck_assert_int_eq(lookup(1, "closed", &c), 0);
+                caller = (Caller) { 65534, 65534 };
+                ck_assert_int_eq(mkdir_req(c.nodeid, "x", 0755, 0, NULL), -EACCES);
+                ck_assert_int_eq(create(c.nodeid, "x", O_WRONLY | O_CREAT, S_IFREG | 0644, NULL, NULL), -EACCES);
+                struct fuse_access_in ac = { .mask = W_OK };
+                Args *a = args_new();
+                args_add(a, &ac, sizeof ac);
+                ck_assert_int_eq(call(FUSE_ACCESS, c.nodeid, a, NULL, 0), -EACCES);
+                free(a);
+        }
+        /* The thread is root again after each request. */
+        ck_assert_uint_eq(geteuid(), 0);
+        ck_assert_uint_eq(getegid(), 0);
+        caller = (Caller) { 0, 0 };
+        ck_assert_int_eq(mkdir_req(1, "rootdir", 0755, 0, NULL), 0);
+        ck_assert_int_eq(stat(share_path("rootdir"), &st), 0);
+        ck_assert_uint_eq(st.st_uid, 0);
+        /* setgid directories pass their group on, as the host kernel does. */
+        ck_assert_int_eq(chown(share_path("open"), 0, 4242), 0);
+        ck_assert_int_eq(chmod(share_path("open"), 02777), 0);
+        caller = (Caller) { 65534, 65534 };
+        ck_assert_int_eq(mkdir_req(e.nodeid, "inherit", 0755, 0, NULL), 0);
+        ck_assert_int_eq(stat(share_path("open/inherit"), &st), 0);
+        ck_assert_uint_eq(st.st_gid, 4242);
+        ck_assert(st.st_mode & S_ISGID);
+        caller = (Caller) { 0, 0 };
+}
+END_TEST
+
+START_TEST(test_fd_budget) {
+        struct fuse_entry_out e[8];
+        char name[16];
+        int fd;
+
+        srv = fuse_server_free(srv);
+        for (int i = 0; i < 8; i++) {
+                snprintf(name, sizeof name, "f%d", i);
+                fd = open(share_path(name), O_CREAT | O_WRONLY, 0644);
+                ck_assert_int_ge(fd, 0);
+                close(fd);
+        }
+        {
+                FsOptions o = FS_OPTIONS_DEFAULT;
+                o.max_fds = 4; /* the root and three more */
+                server_start(o);
+        }
+        do_init();
+        for (int i = 0; i < 3; i++) {
+                snprintf(name, sizeof name, "f%d", i);
+                ck_assert_int_eq(lookup(1, name, &e[i]), 0);
+        }
+        ck_assert_int_eq(lookup(1, "f3", NULL), -ENFILE);
+        /* Looking up a known inode again needs no fd... but the probe open does: still ENFILE-safe. */
+        ck_assert_int_eq(open_req(FUSE_OPEN, e[0].nodeid, O_RDONLY, NULL), -ENFILE);
+        forget(e[1].nodeid, 1);
+        ck_assert_int_eq(lookup(1, "f3", &e[3]), 0);
+        ck_assert_int_eq(getattr_req(1, NULL), 0);
+}
+END_TEST
+
+/* ---- locks ---- */
+
+static int lk_req(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint64_t owner, uint32_t type, uint64_t start,
+                  uint64_t end, bool flock_, struct fuse_lk_out *out) {
+        Args *a = args_new();
+        struct fuse_lk_in l = { .fh = fh, .owner = owner, .lk = { .start = start, .end = end, .type = type },
+                                .lk_flags = flock_ ? FUSE_LK_FLOCK : 0 };
+        struct fuse_lk_out tmp;
+        int r;
+        args_add(a, &l, sizeof l);
+        r = call(opcode, nodeid, a, opcode == FUSE_GETLK ? (out ? out : &tmp) : NULL,
+                 opcode == FUSE_GETLK ? sizeof tmp : 0);
+        free(a);
+        return r;
+}
+
+typedef struct LockThread {
+        uint64_t nodeid, fh, owner, unique;
+        bool flock_;
+        int result;
+} LockThread;
+
+static void *setlkw_thread(void *p) {
+        LockThread *t = p;
+        Args *a = args_new();
+        struct fuse_lk_in l = { .fh = t->fh, .owner = t->owner,
+                                .lk = { .start = 0, .end = INT64_MAX, .type = F_WRLCK },
+                                .lk_flags = t->flock_ ? FUSE_LK_FLOCK : 0 };
+        uint8_t req[sizeof(struct fuse_in_header) + sizeof l];
+        struct fuse_in_header h = { .len = sizeof req, .opcode = FUSE_SETLKW, .unique = t->unique, .nodeid = t->nodeid };
+
+        memcpy(req, &h, sizeof h);
+        memcpy(req + sizeof h, &l, sizeof l);
+        {
+                struct iovec v = { req, sizeof req };
+                ChainIter it;
+                chain_iter_init(&it, &v, 1);
+                ck_assert(fuse_server_request_may_block(&it));
+                ck_assert_uint_eq(chain_left(&it), sizeof req); /* not consumed */
+        }
+        t->result = call_raw(req, sizeof req, 16, NULL);
+        free(a);
+        return NULL;
+}
+
+START_TEST(test_locks) {
+        struct fuse_entry_out e;
+        uint64_t fa, fb;
+        struct fuse_lk_out lo;
+        pthread_t th;
+        LockThread t;
+
+        do_init();
+        {
+                struct fuse_in_header h = { .len = sizeof h, .opcode = FUSE_SETLK };
+                struct iovec v = { &h, sizeof h };
+                ChainIter it;
+                chain_iter_init(&it, &v, 1);
+                ck_assert(!fuse_server_request_may_block(&it));
+                v.iov_len = 10;
+                chain_iter_init(&it, &v, 1);
+                ck_assert(!fuse_server_request_may_block(&it));
+        }
+        ck_assert_int_eq(create(1, "lk", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fa), 0);
+        ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, NULL), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fb = o.fh;
+        }
+        /* POSIX: owner 1 locks [0,99]; owner 2 sees it and cannot take it. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 1, F_WRLCK, 0, 99, false, NULL), 0);
+        ck_assert_int_eq(lk_req(FUSE_GETLK, e.nodeid, fb, 2, F_WRLCK, 50, 60, false, &lo), 0);
+        ck_assert_uint_eq(lo.lk.type, F_WRLCK);
+        ck_assert_uint_eq(lo.lk.start, 0);
+        ck_assert_uint_eq(lo.lk.end, 99);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 2, F_RDLCK, 50, 60, false, NULL), -EAGAIN);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 2, F_RDLCK, 100, 200, false, NULL), 0);
+        /* The owner itself sees no conflict. */
+        ck_assert_int_eq(lk_req(FUSE_GETLK, e.nodeid, fa, 1, F_WRLCK, 0, 10, false, &lo), 0);
+        ck_assert_uint_eq(lo.lk.type, F_UNLCK);
+        /* Bad ranges, foreign fh */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 1, F_WRLCK, 10, 5, false, NULL), -EINVAL);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 1, 77, 0, 5, false, NULL), -EINVAL);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, 1, fa, 1, F_WRLCK, 0, 5, false, NULL), -EBADF);
+
+        /* SETLKW waits without stalling others, then gets the lock when owner 1 unlocks. */
+        t = (LockThread) { .nodeid = e.nodeid, .fh = fb, .owner = 2, .unique = 1001, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
+        usleep(50000);
+        ck_assert_int_eq(getattr_req(e.nodeid, NULL), 0); /* others are served meanwhile */
+        ck_assert_int_eq(t.result, 12345);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 1, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(t.result, 0);
+
+        /* ...and INTERRUPT cancels a wait with EINTR. */
+        t = (LockThread) { .nodeid = e.nodeid, .fh = fa, .owner = 1, .unique = 1003, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
+        usleep(50000);
+        ck_assert_int_eq(t.result, 12345);
+        {
+                Args *a = args_new();
+                struct fuse_interrupt_in ii = { .unique = 1003 };
+                args_add(a, &ii, sizeof ii);
+                ck_assert_int_eq(call_full(FUSE_INTERRUPT, 0, a, 16, NULL), NO_REPLY);
+                free(a);
+        }
+        pthread_join(th, NULL);
+        ck_assert_int_eq(t.result, -EINTR);
+
+        /* FLUSH of owner 2 drops its POSIX locks. */
+        {
+                Args *a = args_new();
+                struct fuse_flush_in fl = { .fh = fb, .lock_owner = 2 };
+                args_add(a, &fl, sizeof fl);
+                ck_assert_int_eq(call(FUSE_FLUSH, e.nodeid, a, NULL, 0), 0);
+                free(a);
+        }
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 1, F_WRLCK, 0, INT64_MAX, false, NULL), 0);
+
+        /* flock through the lock opcodes: per handle. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0, F_WRLCK, 0, 0, true, NULL), 0);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0, F_RDLCK, 0, 0, true, NULL), -EWOULDBLOCK);
+        t = (LockThread) { .nodeid = e.nodeid, .fh = fb, .owner = 0, .unique = 1005, .flock_ = true, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
+        usleep(30000);
+        ck_assert_int_eq(t.result, 12345);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0, F_UNLCK, 0, 0, true, NULL), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(t.result, 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+}
+END_TEST
+
+/* ---- concurrency ---- */
+
+static void *hammer(void *p) {
+        unsigned seed = (unsigned) (uintptr_t) p;
+        for (int i = 0; i < 400; i++) {
+                struct fuse_entry_out e;
+                char name[16];
+                snprintf(name, sizeof name, "h%u", rand_r(&seed) % 8);
+                if (lookup(1, name, &e) == 0) {
+                        (void) getattr_req(e.nodeid, NULL);
+                        forget(e.nodeid, 1);
+                }
+        }
+        return NULL;
+}
+
+START_TEST(test_concurrent) {
+        pthread_t th[4];
+        char name[16];
+
+        do_init();
+        for (int i = 0; i < 8; i++) {
+                snprintf(name, sizeof name, "h%d", i);
+                ck_assert_int_eq(mkdir_req(1, name, 0755, 0, NULL), 0);
+        }
+        /* mkdir's lookups: dropped so only the threads' counts remain. */
+        for (int i = 0; i < 8; i++) {
+                struct fuse_entry_out e;
+                snprintf(name, sizeof name, "h%d", i);
+                ck_assert_int_eq(lookup(1, name, &e), 0);
+                forget(e.nodeid, 2);
+        }
+        for (unsigned i = 0; i < ELEMENTSOF(th); i++)
+                ck_assert_int_eq(pthread_create(&th[i], NULL, hammer, (void *) (uintptr_t) (i + 1)), 0);
+        for (unsigned i = 0; i < ELEMENTSOF(th); i++)
+                pthread_join(th[i], NULL);
+        ck_assert_int_eq(getattr_req(1, NULL), 0);
+}
+END_TEST
+
+static Suite *suite(void) {
+        Suite *s = suite_create("fuse-server");
+        TCase *tc = tcase_create("core");
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_before_init);
+        tcase_add_test(tc, test_init_negotiation);
+        tcase_add_test(tc, test_framing);
+        tcase_add_test(tc, test_unknown_opcodes);
+        tcase_add_test(tc, test_second_init_resets);
+        tcase_add_test(tc, test_create_write_read);
+        tcase_add_test(tc, test_large_write_split);
+        tcase_add_test(tc, test_names);
+        tcase_add_test(tc, test_nodeids_and_forget);
+        tcase_add_test(tc, test_handles_checked);
+        tcase_add_test(tc, test_readdir);
+        tcase_add_test(tc, test_dir_ops);
+        tcase_add_test(tc, test_setattr);
+        tcase_add_test(tc, test_misc_ops);
+        tcase_add_test(tc, test_xattr);
+        tcase_add_test(tc, test_xattr_disabled);
+        tcase_add_test(tc, test_escape_symlinks);
+        tcase_add_test(tc, test_escape_special_files);
+        tcase_add_test(tc, test_escape_rename_out);
+        tcase_add_test(tc, test_readonly);
+        tcase_add_test(tc, test_cache_policies);
+        tcase_add_test(tc, test_credentials);
+        tcase_add_test(tc, test_fd_budget);
+        tcase_add_test(tc, test_locks);
+        tcase_add_test(tc, test_concurrent);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(suite());
+        int failed;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "test-fuse-server needs root (credential switching, chown, mknod)\n");
+                return 77;
+        }
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,166 @@
+/* test-inode-map.c: nodeids, lookup counts and hard-link sharing. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "inode-map.h"
+
+static char dir[] = "/tmp/test-inode-map-XXXXXX";
+static FdBudget budget;
+static InodeMap *map;
+
+static void setup(void) {
+        struct statx stx;
+        int fd;
+
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        budget = (FdBudget) { .max = 100 };
+        ck_assert_int_eq(inode_map_new(&map, &budget), 0);
+        fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_MNT_ID, &stx), 0);
+        ck_assert_int_eq(inode_map_set_root(map, fd, &stx), 0);
+}
+
+static void teardown(void) {
+        char cmd[128];
+        map = inode_map_free(map);
+        ck_assert_uint_eq(budget.used, 0); /* every fd given back */
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        ck_assert_int_eq(system(cmd), 0);
+        snprintf(dir, sizeof dir, "/tmp/test-inode-map-XXXXXX");
+}
+
+/* Looks a path up the way the passthrough does: budget, O_PATH open, statx, add. */
+static Inode *look(const char *name) {
+        char path[256];
+        struct statx stx;
+        Inode *i;
+        int fd;
+
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        ck_assert(fd_budget_take(&budget));
+        fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &stx), 0);
+        ck_assert_int_eq(inode_map_add_lookup(map, fd, &stx, &i), 0);
+        return i;
+}
+
+static void touch(const char *name) {
+        char path[256];
+        int fd;
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        fd = open(path, O_CREAT | O_WRONLY, 0644);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+}
+
+START_TEST(test_root) {
+        Inode *r = inode_map_get(map, 1);
+        ck_assert_ptr_nonnull(r);
+        ck_assert(r->pinned);
+        ck_assert_uint_eq(r->type, S_IFDIR);
+        inode_unref(r);
+        inode_map_forget(map, 1, UINT64_MAX);
+        ck_assert_ptr_nonnull(r = inode_map_get(map, 1));
+        inode_unref(r);
+        ck_assert_ptr_null(inode_map_get(map, 0));
+        ck_assert_ptr_null(inode_map_get(map, 2));
+        ck_assert_uint_eq(budget.used, 1);
+}
+END_TEST
+
+START_TEST(test_lookup_counts) {
+        Inode *a, *b;
+        uint64_t id;
+
+        touch("f");
+        a = look("f");
+        id = a->nodeid;
+        ck_assert_uint_ge(id, 2);
+        b = look("f");
+        ck_assert_ptr_eq(a, b); /* same inode, one node */
+        ck_assert_uint_eq(a->nlookup, 2);
+        ck_assert_uint_eq(budget.used, 2); /* the duplicate fd was closed */
+        inode_unref(b);
+        inode_map_forget(map, id, 1);
+        ck_assert_ptr_nonnull(b = inode_map_get(map, id));
+        inode_unref(b);
+        /* Forgotten while still in use: unreachable at once, freed after the last user. */
+        inode_map_forget(map, id, 5);
+        ck_assert_ptr_null(inode_map_get(map, id));
+        ck_assert_uint_eq(budget.used, 2);
+        inode_unref(a);
+        ck_assert_uint_eq(budget.used, 1);
+        /* Never reused. */
+        a = look("f");
+        ck_assert_uint_gt(a->nodeid, id);
+        inode_unref(a);
+        ck_assert_uint_eq(inode_map_size(map), 2);
+        inode_map_clear(map);
+        ck_assert_uint_eq(inode_map_size(map), 1);
+        ck_assert_uint_eq(budget.used, 1);
+}
+END_TEST
+
+START_TEST(test_hard_links) {
+        char p1[256], p2[256];
+        Inode *a, *b, *c;
+
+        touch("one");
+        snprintf(p1, sizeof p1, "%s/one", dir);
+        snprintf(p2, sizeof p2, "%s/two", dir);
+        ck_assert_int_eq(link(p1, p2), 0);
+        a = look("one");
+        b = look("two");
+        ck_assert_uint_eq(a->nodeid, b->nodeid);
+        ck_assert_uint_eq(a->nlookup, 2);
+        touch("three");
+        c = look("three");
+        ck_assert_uint_ne(c->nodeid, a->nodeid);
+        inode_map_lookup_again(c);
+        ck_assert_uint_eq(c->nlookup, 2);
+        inode_unref(a);
+        inode_unref(b);
+        inode_unref(c);
+}
+END_TEST
+
+START_TEST(test_saturation) {
+        Inode *a;
+
+        touch("s");
+        a = look("s");
+        a->nlookup = UINT64_MAX - 1; /* as if looked up that often */
+        inode_map_lookup_again(a);
+        inode_map_lookup_again(a);
+        ck_assert_uint_eq(a->nlookup, UINT64_MAX);
+        inode_map_forget(map, a->nodeid, UINT64_MAX);
+        ck_assert_ptr_null(inode_map_get(map, a->nodeid));
+        inode_unref(a);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("inode-map");
+        TCase *tc = tcase_create("core");
+        SRunner *sr;
+        int failed;
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, test_root);
+        tcase_add_test(tc, test_lookup_counts);
+        tcase_add_test(tc, test_hard_links);
+        tcase_add_test(tc, test_saturation);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

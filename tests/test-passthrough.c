@@ -1,0 +1,226 @@
+/* test-passthrough.c: the FsOps over a temporary directory, called directly. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "passthrough.h"
+
+static char dir[] = "/tmp/test-passthrough-XXXXXX";
+static Passthrough *pt;
+static const FsOps *ops = &passthrough_ops;
+static const FsCtx root_ctx = { .uid = 0, .gid = 0 };
+static uint64_t baseline_fds;
+
+static void start(FsOptions o) {
+        o.shared_dir = dir;
+        ck_assert_int_eq(passthrough_new(&pt, &o), 0);
+        baseline_fds = passthrough_fds_used(pt);
+        ck_assert_uint_eq(baseline_fds, 1); /* the root */
+}
+
+static void setup(void) {
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        start(FS_OPTIONS_DEFAULT);
+}
+
+static void teardown(void) {
+        char cmd[128];
+        pt = passthrough_free(pt);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        ck_assert_int_eq(system(cmd), 0);
+        snprintf(dir, sizeof dir, "/tmp/test-passthrough-XXXXXX");
+}
+
+static char *path(const char *rel) {
+        static char buf[256];
+        snprintf(buf, sizeof buf, "%s/%s", dir, rel);
+        return buf;
+}
+
+START_TEST(test_lifecycle_counts) {
+        FsEntry e, e2;
+        uint64_t fh;
+
+        ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "f", 0644, O_RDWR, false, &e, &fh), 0);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 3); /* root, inode, handle */
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, 1, "f", &e2), 0);
+        ck_assert_uint_eq(e2.nodeid, e.nodeid);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 3);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 2);
+        ops->forget(pt, e.nodeid, 1);
+        ck_assert_uint_eq(passthrough_inode_count(pt), 2);
+        ops->forget(pt, e.nodeid, 1);
+        ck_assert_uint_eq(passthrough_inode_count(pt), 1);
+        ck_assert_uint_eq(passthrough_fds_used(pt), baseline_fds);
+        /* session reset drops every node and handle */
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, 1, "f", &e), 0);
+        ck_assert_int_eq(ops->open(pt, &root_ctx, e.nodeid, O_RDONLY, false, &fh), 0);
+        ops->session_reset(pt, false);
+        ck_assert_uint_eq(passthrough_inode_count(pt), 1);
+        ck_assert_uint_eq(passthrough_handle_count(pt), 0);
+        ck_assert_uint_eq(passthrough_fds_used(pt), baseline_fds);
+        ck_assert_int_eq(ops->getattr(pt, &root_ctx, e.nodeid, FS_NO_FH, &e.st), -EBADF);
+}
+END_TEST
+
+START_TEST(test_writeback_flags) {
+        FsEntry e;
+        uint64_t fh;
+        char buf[8] = { 0 };
+        struct iovec iov = { buf, sizeof buf };
+        struct iovec w = { "abc", 3 };
+
+        ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "f", 0644, O_WRONLY | O_APPEND, false, &e, &fh), 0);
+        ck_assert_int_eq(ops->write(pt, &root_ctx, e.nodeid, fh, 0, &w, 1, false), 3);
+        /* a write-only handle cannot read without writeback */
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, 0, &iov, 1), -EBADF);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
+        ops->session_reset(pt, true);
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, 1, "f", &e), 0);
+        ck_assert_int_eq(ops->open(pt, &root_ctx, e.nodeid, O_WRONLY | O_APPEND, false, &fh), 0);
+        /* with writeback the host fd is readable and not appending: offset 0 is overwritten */
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, 0, &iov, 1), 3);
+        w = (struct iovec) { "X", 1 };
+        ck_assert_int_eq(ops->write(pt, &root_ctx, e.nodeid, fh, 0, &w, 1, false), 1);
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, 0, &iov, 1), 3);
+        ck_assert(memcmp(buf, "Xbc", 3) == 0);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
+}
+END_TEST
+
+START_TEST(test_killpriv) {
+        FsEntry e;
+        uint64_t fh;
+        struct iovec w = { "x", 1 };
+        struct stat st;
+        FsSetattr sa = { .valid = FATTR_MODE, .mode = 06755 };
+
+        ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "s", 0755, O_RDWR, false, &e, &fh), 0);
+        ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 06755);
+        /* an ordinary write by the (privileged) daemon keeps the bits */
+        ck_assert_int_eq(ops->write(pt, &root_ctx, e.nodeid, fh, 0, &w, 1, false), 1);
+        ck_assert_int_eq(stat(path("s"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 06755);
+        /* with kill_priv (HANDLE_KILLPRIV_V2 + WRITE_KILL_SUIDGID) they go, as for an unprivileged writer */
+        ck_assert_int_eq(ops->write(pt, &root_ctx, e.nodeid, fh, 0, &w, 1, true), 1);
+        ck_assert_int_eq(stat(path("s"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0755);
+        /* setattr KILL_SUIDGID with a truncate; sgid without group exec stays (mandatory-lock marker) */
+        sa.mode = 06745;
+        ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
+        sa = (FsSetattr) { .valid = FATTR_SIZE | FATTR_KILL_SUIDGID, .size = 0 };
+        ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 02745);
+        /* open with O_TRUNC and kill_priv */
+        sa = (FsSetattr) { .valid = FATTR_MODE, .mode = 04755 };
+        ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
+        ck_assert_int_eq(ops->open(pt, &root_ctx, e.nodeid, O_WRONLY | O_TRUNC, true, &fh), 0);
+        ck_assert_int_eq(stat(path("s"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0755);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
+}
+END_TEST
+
+START_TEST(test_open_type_checks) {
+        FsEntry e;
+        uint64_t fh;
+
+        ck_assert_int_eq(mkfifo(path("fifo"), 0666), 0);
+        ck_assert_int_eq(symlink("/etc/passwd", path("link")), 0);
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, 1, "fifo", &e), 0);
+        ck_assert_int_eq(ops->open(pt, &root_ctx, e.nodeid, O_RDWR, false, &fh), -ENXIO);
+        ck_assert_int_eq(ops->opendir(pt, &root_ctx, e.nodeid, O_RDONLY, &fh), -ENOTDIR);
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, 1, "link", &e), 0);
+        ck_assert(S_ISLNK(e.st.st_mode));
+        ck_assert_int_eq(ops->open(pt, &root_ctx, e.nodeid, O_RDONLY, false, &fh), -ELOOP);
+        /* nothing was opened: the budget is back at nodes only */
+        ck_assert_uint_eq(passthrough_fds_used(pt), 3);
+        ck_assert_uint_eq(passthrough_handle_count(pt), 0);
+        /* lookups below a non-directory */
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, e.nodeid, "x", &e), -ENOTDIR);
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, 4242, "x", &e), -EBADF);
+}
+END_TEST
+
+START_TEST(test_budget_enfile) {
+        FsEntry e;
+        uint64_t fh;
+
+        pt = passthrough_free(pt);
+        {
+                FsOptions o = FS_OPTIONS_DEFAULT;
+                o.max_fds = 2;
+                start(o);
+        }
+        /* create needs two (inode + handle): refused, and nothing is left behind */
+        ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "c", 0644, O_RDWR, false, &e, &fh), -ENFILE);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 1);
+        ck_assert_uint_eq(passthrough_inode_count(pt), 1);
+        ck_assert_int_eq(ops->mkdir(pt, &root_ctx, 1, "d", 0755, &e), 0);
+        ck_assert_int_eq(ops->opendir(pt, &root_ctx, e.nodeid, O_RDONLY, &fh), -ENFILE);
+        ck_assert_int_eq(ops->syncfs(pt, &root_ctx, 1), -ENFILE);
+        ops->forget(pt, e.nodeid, 1);
+        ck_assert_int_eq(ops->syncfs(pt, &root_ctx, 1), 0);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 1);
+}
+END_TEST
+
+START_TEST(test_symlink_and_mknod_as_caller) {
+        FsEntry e;
+        FsCtx c = { .uid = 65534, .gid = 65534, .umask = 0, .has_umask = true };
+        char buf[64];
+        struct stat st;
+
+        ck_assert_int_eq(chmod(dir, 0777), 0);
+        ck_assert_int_eq(ops->symlink(pt, &c, 1, "sl", "../../../../etc/shadow", &e), 0);
+        ck_assert_int_eq(lstat(path("sl"), &st), 0);
+        ck_assert_uint_eq(st.st_uid, 65534);
+        ck_assert_int_eq(ops->readlink(pt, &c, e.nodeid, buf, sizeof buf), 22);
+        ck_assert(memcmp(buf, "../../../../etc/shadow", 22) == 0);
+        ck_assert_int_eq(ops->readlink(pt, &c, e.nodeid, buf, 10), -ENAMETOOLONG);
+        /* devices only where privileged: the caller is not */
+        ck_assert_int_eq(ops->mknod(pt, &c, 1, "null", S_IFCHR | 0666, makedev(1, 3), &e), -EPERM);
+        ck_assert_int_eq(ops->mknod(pt, &root_ctx, 1, "null", S_IFCHR | 0666, makedev(1, 3), &e), 0);
+        ck_assert(S_ISCHR(e.st.st_mode));
+        ck_assert_int_eq(ops->mknod(pt, &c, 1, "fifo", S_IFIFO | 0666, 0, &e), 0);
+        ck_assert_uint_eq(e.st.st_uid, 65534);
+        ck_assert_int_eq(ops->mknod(pt, &c, 1, "weird", 0170000 | 0666, 0, &e), -EINVAL);
+        ck_assert_uint_eq(geteuid(), 0);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("passthrough");
+        TCase *tc = tcase_create("core");
+        SRunner *sr;
+        int failed;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "test-passthrough needs root\n");
+                return 77;
+        }
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, test_lifecycle_counts);
+        tcase_add_test(tc, test_writeback_flags);
+        tcase_add_test(tc, test_killpriv);
+        tcase_add_test(tc, test_open_type_checks);
+        tcase_add_test(tc, test_budget_enfile);
+        tcase_add_test(tc, test_symlink_and_mknod_as_caller);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
