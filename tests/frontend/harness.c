@@ -1,0 +1,109 @@
+/* harness.c: per-test temporary directories and backend start-up. */
+#include "harness.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+int fe_harness_new(FeHarness **ret) {
+        char tmpl[] = "/tmp/vufsd-fe.XXXXXX";
+        FeHarness *h = calloc(1, sizeof(*h));
+
+        if (!h)
+                return -ENOMEM;
+        if (!mkdtemp(tmpl)) {
+                free(h);
+                return negative_errno();
+        }
+        h->dir = strdup(tmpl);
+        if (!h->dir || asprintf(&h->share, "%s/share", tmpl) < 0 ||
+            asprintf(&h->socket_path, "%s/vhost.sock", tmpl) < 0) {
+                h->share = h->socket_path = NULL;
+                fe_harness_free(h);
+                return -ENOMEM;
+        }
+        if (mkdir(h->share, 0755) < 0) {
+                int r = negative_errno();
+                fe_harness_free(h);
+                return r;
+        }
+        *ret = h;
+        return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        (void) st;
+        (void) ftw;
+        if (flag == FTW_DP)
+                rmdir(path);
+        else
+                unlink(path);
+        return 0;
+}
+
+FeHarness *fe_harness_free(FeHarness *h) {
+        if (!h)
+                return NULL;
+        fe_backend_free(h->backend);
+        if (h->dir)
+                nftw(h->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        free(h->dir);
+        free(h->share);
+        free(h->socket_path);
+        free(h);
+        return NULL;
+}
+
+int fe_harness_spawn_vufsd(FeHarness *h, const char *const *extra) {
+        const char *bin = getenv("VUFSD_BINARY");
+        const char *argv[32];
+        unsigned n = 0;
+
+        if (!bin || !*bin)
+                return -ENOENT;
+        h->backend = fe_backend_free(h->backend);
+        argv[n++] = bin;
+        argv[n++] = "--socket-path";
+        argv[n++] = h->socket_path;
+        argv[n++] = "--shared-dir";
+        argv[n++] = h->share;
+        for (unsigned i = 0; extra && extra[i] && n < ELEMENTSOF(argv) - 1; i++)
+                argv[n++] = extra[i];
+        argv[n] = NULL;
+        return fe_backend_spawn(&h->backend, (char *const *) argv, h->socket_path, 10000);
+}
+
+int fe_harness_spawn_virtiofsd(FeHarness *h) {
+        _cleanup_free_ char *sock = NULL, *src = NULL;
+        const char *argv[12];
+        unsigned n = 0;
+
+        if (access(FE_VIRTIOFSD_PATH, X_OK) < 0)
+                return -ENOENT;
+        if (asprintf(&sock, "--socket-path=%s", h->socket_path) < 0 || asprintf(&src, "source=%s", h->share) < 0)
+                return -ENOMEM;
+        h->backend = fe_backend_free(h->backend);
+        argv[n++] = FE_VIRTIOFSD_PATH;
+        argv[n++] = sock;
+        argv[n++] = "-o";
+        argv[n++] = src;
+        argv[n++] = "-o";
+        argv[n++] = "cache=auto";
+        argv[n++] = "-o";
+        argv[n++] = "sandbox=chroot";
+        argv[n] = NULL;
+        return fe_backend_spawn(&h->backend, (char *const *) argv, h->socket_path, 10000);
+}
+
+char *fe_harness_path(FeHarness *h, const char *name) {
+        char *p;
+        if (asprintf(&p, "%s/%s", h->share, name) < 0)
+                return NULL;
+        return p;
+}

@@ -1,0 +1,25 @@
+/* harness.h: temporary directory, shared dir and socket for a backend under test. */
+#pragma once
+
+#include "frontend.h"
+
+#define FE_VIRTIOFSD_PATH "/usr/lib/qemu/virtiofsd"
+
+typedef struct FeHarness {
+        char *dir;              /* mkdtemp directory, removed with everything in it */
+        char *share;            /* dir/share: the shared directory */
+        char *socket_path;      /* dir/vhost.sock */
+        FeBackend *backend;
+} FeHarness;
+
+int fe_harness_new(FeHarness **ret);
+/* Stops the backend (SIGTERM, then SIGKILL) and removes the directory. */
+FeHarness *fe_harness_free(FeHarness *h);
+
+/* Starts $VUFSD_BINARY --socket-path SOCK --shared-dir SHARE [extra...]; extra is NULL-terminated or NULL.
+ * -ENOENT if VUFSD_BINARY is not set. */
+int fe_harness_spawn_vufsd(FeHarness *h, const char *const *extra);
+/* Starts QEMU's C virtiofsd (root, chroot sandbox) on the same paths; -ENOENT if it is not installed. */
+int fe_harness_spawn_virtiofsd(FeHarness *h);
+/* Path of name inside the shared directory (static buffer per call site is the caller's problem: malloc'd). */
+char *fe_harness_path(FeHarness *h, const char *name);
