@@ -1,0 +1,381 @@
+#!/bin/bash
+# test-systemd.sh: vufsd's installed units under a real systemd. Builds the tree with --prefix=/usr,
+# installs it (meson install --destdir) into a debootstrapped Debian 12 root (mkroot.sh, cached),
+# boots the root with systemd-nspawn and drives it through nsenter into the container's PID 1
+# namespaces:
+#   - systemd-analyze verify is clean on the installed vufsd@.socket / vufsd@.service;
+#   - systemctl start vufsd@vm1.socket; the socket is root:kvm 0660;
+#   - a client (fe-session, the test frontend, run on the host through /proc/PID/root) connecting
+#     activates vufsd@vm1.service, which reads /etc/vufsd/vm1.conf and serves the share; while it is
+#     connected: STATUS= text, the bus name, fsctl status, fsctl set-threads as root (allowed) and as
+#     an unprivileged user (denied), the hardening seen in /proc/PID/status;
+#   - the client disconnects: the service exits cleanly (inactive, Result=success) and the socket
+#     keeps listening; a second connection activates a fresh process;
+#   - systemctl start of the service returns once READY=1 came, and the bus name is owned by then;
+#     a real QEMU guest then mounts the share through that socket and checks data both ways;
+#   - a broken /etc/vufsd/bad.conf and a missing /etc/vufsd/nocfg.conf make their units fail once
+#     (exit status 78, no restart loop) with a clear message in the journal.
+#
+# Environment: VUFS_SOURCE_DIR (default: this script's tree), VUFS_SD_BUILD_DIR (the /usr-prefixed
+# build, kept between runs), VUFS_FE_SESSION (fe-session binary), VUFS_VM_BUILD_DIR (initramfs
+# cache), VUFS_ROOT_CACHE (debootstrap cache, default /var/cache/vufsd-test), VUFS_SYSTEMD_KEEP=1
+# (keep the root and logs), VUFS_SYSTEMD_REQUIRED=1 (missing prerequisites fail instead of skip).
+# Exit status: 0 pass, 1 fail, 77 skipped (not root, or debootstrap/nspawn/QEMU missing).
+
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+src=${VUFS_SOURCE_DIR:-$(cd "$here/../.." && pwd)}
+# shellcheck source=tests/vm/common.sh
+. "$src/tests/vm/common.sh"
+# shellcheck source=tests/systemd/guest-share.sh
+. "$here/guest-share.sh"
+
+msg() { echo "test-systemd: $*" >&2; }
+now() { date +%s.%N; }
+since() { echo "$(now) $1" | awk '{ printf "%.1f", $1 - $2 }'; }
+t_start=$(now)
+
+unavailable() {
+        if [ "${VUFS_SYSTEMD_REQUIRED:-0}" = 1 ]; then
+                msg "FAIL: $*"
+                exit 1
+        fi
+        msg "SKIP: $*"
+        exit 77
+}
+[ "$(id -u)" = 0 ] || unavailable "needs root (debootstrap, systemd-nspawn)"
+for tool in debootstrap systemd-nspawn nsenter meson; do
+        command -v "$tool" >/dev/null || unavailable "$tool is missing (tools/install-deps.sh installs it)"
+done
+missing=$(vm_missing_prerequisites)
+[ -z "$missing" ] || unavailable "the QEMU guest part needs: $(echo "$missing" | paste -sd';')"
+fe_session=${VUFS_FE_SESSION:-}
+[ -n "$fe_session" ] && [ -x "$fe_session" ] || { msg "FAIL: VUFS_FE_SESSION (fe-session binary) not set"; exit 1; }
+
+tmp=$(mktemp -d /var/tmp/vufsd-systemd.XXXXXX)
+root=$tmp/root
+machine=vufsd-test-$$
+nspawn_pid=
+fe_pid=
+cgroups=()
+failed=0
+
+dump_diagnostics() {
+        [ -n "${cpid:-}" ] && [ -d "/proc/$cpid" ] || return 0
+        msg "---- container state ----"
+        ns systemctl --no-pager --all list-units 'vufsd*' >&2 || true
+        ns journalctl --no-pager -n 60 -u 'vufsd@*' >&2 || true
+        msg "---- end of container state ----"
+}
+
+cleanup() {
+        local rc=$?
+        trap - EXIT INT TERM
+        [ $rc -eq 0 ] || dump_diagnostics
+        exec 7>&- 2>/dev/null || true
+        if [ -n "$fe_pid" ]; then
+                kill -KILL "$fe_pid" 2>/dev/null || true
+        fi
+        if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
+                # nspawn forwards SIGTERM as a clean shutdown request to the container's systemd.
+                kill -TERM "$nspawn_pid" 2>/dev/null || true
+                for _ in $(seq 100); do
+                        kill -0 "$nspawn_pid" 2>/dev/null || break
+                        sleep 0.2
+                done
+                kill -KILL "$nspawn_pid" 2>/dev/null || true
+        fi
+        wait 2>/dev/null || true
+        local cg
+        for cg in "${cgroups[@]}"; do
+                find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+        done
+        if [ "${VUFS_SYSTEMD_KEEP:-0}" = 1 ]; then
+                msg "kept $tmp"
+        else
+                rm -rf --one-file-system "$tmp"
+        fi
+        exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+        msg "FAIL: $*"
+        exit 1
+}
+pass() { msg "ok: $*"; }
+
+# ---- build, root, install ----
+
+sdbuild=${VUFS_SD_BUILD_DIR:-$tmp/build-usr}
+t=$(now)
+if [ ! -f "$sdbuild/build.ninja" ]; then
+        meson setup "$sdbuild" "$src" --prefix=/usr -Dtests=disabled -Dsystemd-tests=disabled \
+                -Dvm-tests=disabled > "$tmp/setup.log" 2>&1 || { cat "$tmp/setup.log" >&2; fail "meson setup"; }
+fi
+meson compile -C "$sdbuild" > "$tmp/compile.log" 2>&1 || { tail -n 40 "$tmp/compile.log" >&2; fail "meson compile"; }
+t_build=$(since "$t")
+
+t=$(now)
+"$here/mkroot.sh" "$root" || fail "building the Debian root"
+t_root=$(since "$t")
+
+t=$(now)
+meson install -C "$sdbuild" --no-rebuild --destdir "$root" > "$tmp/install.log" 2>&1 ||
+        { cat "$tmp/install.log" >&2; fail "meson install --destdir"; }
+t_install=$(since "$t")
+for f in /usr/libexec/vufsd /usr/lib/systemd/system/vufsd@.socket /usr/lib/systemd/system/vufsd@.service \
+        /usr/lib/sysusers.d/vufsd.conf /usr/share/vufsd/example.conf /usr/share/qemu/vhost-user/50-vufsd.json; do
+        [ -e "$root$f" ] || fail "meson install did not install $f"
+done
+grep -q '"binary": "/usr/libexec/vufsd"' "$root/usr/share/qemu/vhost-user/50-vufsd.json" ||
+        fail "vhost-user descriptor does not name /usr/libexec/vufsd"
+pass "installed into the root (build ${t_build}s, root ${t_root}s, install ${t_install}s)"
+
+# The instances: vm1 (good), bad (broken file), nocfg (no file).
+share=$root/srv/vufsd/vm1
+mkdir -p "$share"
+echo "hello from the host" > "$share/hello.txt"
+cat > "$root/etc/vufsd/vm1.conf" <<EOF
+[Share]
+Directory=/srv/vufsd/vm1
+Cache=auto
+[Threads]
+Mode=inline
+EOF
+printf '[Share]\nDirectory=/srv/vufsd/bad\nCache=sometimes\n' > "$root/etc/vufsd/bad.conf"
+
+# ---- boot ----
+
+# nspawn --keep-unit runs the container in nspawn's own cgroup: give it a private one in each
+# systemd-relevant hierarchy so concurrent runs and the host stay apart (hosts without systemd).
+for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do
+        if [ -w "$h/cgroup.procs" ]; then
+                mkdir "$h/$machine" && cgroups+=("$h/$machine")
+        fi
+done
+if [ ${#cgroups[@]} -eq 0 ] && [ -f /sys/fs/cgroup/cgroup.controllers ] && [ -w /sys/fs/cgroup/cgroup.procs ]; then
+        mkdir "/sys/fs/cgroup/$machine" && cgroups+=("/sys/fs/cgroup/$machine")
+fi
+
+t=$(now)
+# --register=no --keep-unit: no machined/system bus on the host (nspawn would need them otherwise).
+(
+        for cg in "${cgroups[@]}"; do
+                echo "$BASHPID" > "$cg/cgroup.procs"
+        done
+        exec systemd-nspawn --boot -D "$root" --register=no --keep-unit -M "$machine" --console=pipe
+) < /dev/null > "$tmp/nspawn.log" 2>&1 &
+nspawn_pid=$!
+
+cpid=
+for _ in $(seq 150); do
+        cpid=$(pgrep -P "$nspawn_pid" -x systemd || true)
+        [ -n "$cpid" ] && break
+        kill -0 "$nspawn_pid" 2>/dev/null || { cat "$tmp/nspawn.log" >&2; fail "systemd-nspawn exited"; }
+        sleep 0.2
+done
+[ -n "$cpid" ] || fail "no systemd in the container after 30 s"
+
+# Runs a command in the container's namespaces with a clean environment.
+ns() {
+        nsenter -t "$cpid" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 SYSTEMD_COLORS=0 "$@"
+}
+# Until PID 1 answers on its private socket systemctl fails at once; then "starting" until boot is done.
+state=
+for _ in $(seq 300); do
+        state=$(ns systemctl is-system-running 2>/dev/null || true)
+        case "$state" in running|degraded|maintenance|stopping|offline) break ;; esac
+        kill -0 "$nspawn_pid" 2>/dev/null || break
+        sleep 0.3
+done
+case "$state" in
+running) ;;
+degraded) msg "container is degraded:"; ns systemctl --no-pager --failed >&2 ;;
+*) cat "$tmp/nspawn.log" >&2; fail "container did not boot (state '$state')" ;;
+esac
+t_boot=$(since "$t")
+pass "container booted (PID 1 is host pid $cpid, ${t_boot}s)"
+
+# What a package's postinst does: create the groups of the sysusers snippet.
+ns systemd-sysusers || fail "systemd-sysusers"
+ns getent group kvm > /dev/null || fail "group kvm missing after systemd-sysusers"
+
+# Reads one property of a unit.
+prop() { ns systemctl show -P "$2" "$1"; }
+# Waits until a unit's ActiveState is $2 (timeout $3 s, default 15).
+wait_state() {
+        local i
+        for i in $(seq $((${3:-15} * 5))); do
+                [ "$(prop "$1" ActiveState)" = "$2" ] && return 0
+                sleep 0.2
+        done
+        return 1
+}
+
+t_checks=$(now)
+
+# ---- 1. systemd-analyze verify ----
+# --man=no: the minimal root has no man(1); the page Documentation= names is checked by path.
+out=$(ns systemd-analyze verify --man=no /usr/lib/systemd/system/vufsd@vm1.socket \
+        /usr/lib/systemd/system/vufsd@vm1.service 2>&1) || { echo "$out" >&2; fail "systemd-analyze verify failed"; }
+[ -z "$out" ] || { echo "$out" >&2; fail "systemd-analyze verify is not clean"; }
+ls "$root"/usr/share/man/man8/vufsd.8* > /dev/null 2>&1 || fail "man:vufsd(8) named by the units is not installed"
+pass "systemd-analyze verify: clean"
+
+# ---- 2. the socket ----
+ns systemctl start vufsd@vm1.socket || fail "systemctl start vufsd@vm1.socket"
+[ "$(prop vufsd@vm1.socket ActiveState)" = active ] || fail "socket not active"
+[ "$(prop vufsd@vm1.service ActiveState)" = inactive ] || fail "service started before any connection"
+perm=$(ns stat -c '%A %U %G' /run/vufsd/vm1.sock)
+[ "$perm" = "srw-rw---- root kvm" ] || fail "socket is '$perm', want 'srw-rw---- root kvm'"
+hostsock=/proc/$cpid/root/run/vufsd/vm1.sock
+[ -S "$hostsock" ] || fail "$hostsock not visible from the host"
+pass "vufsd@vm1.socket listening on /run/vufsd/vm1.sock ($perm), service not started"
+
+# ---- 3. a connection activates the service ----
+mkfifo "$tmp/hold"
+"$fe_session" "$hostsock" --read hello.txt --write from-client.txt=written-by-fe-session --hold-stdin \
+        < "$tmp/hold" > "$tmp/fe1.out" 2> "$tmp/fe1.err" &
+fe_pid=$!
+exec 7> "$tmp/hold"
+for _ in $(seq 150); do
+        grep -q 'session on .* ok' "$tmp/fe1.err" && break
+        kill -0 "$fe_pid" 2>/dev/null || break
+        sleep 0.2
+done
+grep -q 'session on .* ok' "$tmp/fe1.err" || { cat "$tmp/fe1.err" >&2; fail "first session through the activated socket"; }
+[ "$(cat "$tmp/fe1.out")" = "hello from the host" ] || fail "read hello.txt: '$(cat "$tmp/fe1.out")'"
+[ "$(cat "$share/from-client.txt")" = written-by-fe-session ] || fail "the client's file is not in the share"
+[ "$(prop vufsd@vm1.service ActiveState)" = active ] || fail "service not active while the client is connected"
+pid1=$(prop vufsd@vm1.service MainPID)
+status_text=$(prop vufsd@vm1.service StatusText)
+pass "connection activated vufsd@vm1.service (pid $pid1); STATUS: $status_text"
+[ -n "$status_text" ] || fail "no STATUS= text"
+[ "$(prop vufsd@vm1.service WatchdogUSec)" = 30s ] || fail "WatchdogUSec is $(prop vufsd@vm1.service WatchdogUSec)"
+
+ns busctl --system status org.vufsd.Instance.vm1 > /dev/null 2>&1 || fail "bus name org.vufsd.Instance.vm1 not owned"
+pass "bus name org.vufsd.Instance.vm1 owned"
+
+# fsctl (issue 5): status, set-threads as root and as nobody.
+[ -x "$root/usr/bin/fsctl" ] || fail "fsctl is not installed (/usr/bin/fsctl): the control-plane checks cannot run"
+out=$(ns fsctl -i vm1 status 2>&1) || { echo "$out" >&2; fail "fsctl -i vm1 status"; }
+echo "$out" | grep -q vm1 || { echo "$out" >&2; fail "fsctl status does not name the instance"; }
+pass "fsctl -i vm1 status: $(echo "$out" | paste -sd' ' | cut -c1-160)"
+ns fsctl -i vm1 set-threads 4 > "$tmp/fsctl-root.out" 2>&1 || { cat "$tmp/fsctl-root.out" >&2; fail "fsctl set-threads 4 as root"; }
+out=$(ns fsctl -i vm1 status --json 2>&1) || fail "fsctl status --json"
+echo "$out" | grep -q '"pool"' || { echo "$out" >&2; fail "set-threads 4 did not switch to the pool"; }
+pass "fsctl -i vm1 set-threads 4 as root"
+# STATUS= is refreshed every 5 s with the live mode and the request rate.
+for _ in $(seq 40); do
+        status_text=$(prop vufsd@vm1.service StatusText)
+        case "$status_text" in *"threads pool (4 threads)"*"req/s"*) break ;; esac
+        sleep 0.25
+done
+case "$status_text" in
+*"threads pool (4 threads)"*"req/s"*) pass "STATUS= refreshed: $status_text" ;;
+*) fail "STATUS= not refreshed with the new mode and a request rate after 10 s: '$status_text'" ;;
+esac
+if ns setpriv --reuid=65534 --regid=65534 --clear-groups fsctl -i vm1 set-threads 2 > "$tmp/fsctl-nobody.out" 2>&1; then
+        fail "fsctl set-threads as nobody succeeded"
+fi
+grep -qi 'denied' "$tmp/fsctl-nobody.out" || { cat "$tmp/fsctl-nobody.out" >&2; fail "nobody's set-threads failed without 'denied'"; }
+pass "fsctl set-threads as nobody denied: $(head -n 1 "$tmp/fsctl-nobody.out")"
+
+# The hardening as the kernel sees it, on every process of the service.
+want_bnd=$(printf '%016x' $(( (1 << 0) | (1 << 1) | (1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 18) | (1 << 21) | (1 << 31) )))
+# The unit's processes, from its cgroup as the container sees it (no procps in the root).
+cg=$(prop vufsd@vm1.service ControlGroup)
+pids=$(ns cat "/sys/fs/cgroup/systemd$cg/cgroup.procs" 2>/dev/null || ns cat "/sys/fs/cgroup$cg/cgroup.procs")
+[ -n "$pids" ] || fail "no processes in the cgroup $cg of vufsd@vm1.service"
+for p in $pids; do
+        st=$(ns cat "/proc/$p/status")
+        echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' || fail "vufsd pid $p: NoNewPrivs not set"
+        echo "$st" | grep -q '^Seccomp:[[:space:]]*2' || fail "vufsd pid $p: no seccomp filter"
+        bnd=$(echo "$st" | awk '/^CapBnd:/ { print $2 }')
+        [ $(( 0x$bnd & ~0x$want_bnd )) -eq 0 ] || fail "vufsd pid $p: CapBnd $bnd exceeds the unit's $want_bnd"
+        eff=$(echo "$st" | awk '/^CapEff:/ { print $2 }')
+        pass "vufsd pid $p: NoNewPrivs 1, Seccomp 2, CapBnd $bnd, CapEff $eff"
+done
+# The sandboxed child when there are two processes, else the main process.
+mainpid=$(prop vufsd@vm1.service MainPID)
+server=$mainpid
+for p in $pids; do
+        [ "$p" = "$mainpid" ] || server=$p
+done
+# The process that reads guest requests has dropped what only the sandbox setup needed.
+eff=$(ns cat "/proc/$server/status" | awk '/^CapEff:/ { print $2 }')
+[ $(( 0x$eff & ((1 << 21) | (1 << 18)) )) -eq 0 ] || fail "serving vufsd pid $server kept CAP_SYS_ADMIN/CAP_SYS_CHROOT: CapEff $eff"
+
+# ---- 4. disconnect: clean exit, socket keeps listening ----
+exec 7>&-
+wait "$fe_pid" || { cat "$tmp/fe1.err" >&2; fail "fe-session exited with failure"; }
+fe_pid=
+wait_state vufsd@vm1.service inactive 15 || fail "service still $(prop vufsd@vm1.service ActiveState) 15 s after the disconnect"
+[ "$(prop vufsd@vm1.service Result)" = success ] || fail "service Result=$(prop vufsd@vm1.service Result)"
+[ "$(prop vufsd@vm1.service ExecMainStatus)" = 0 ] || fail "exit status $(prop vufsd@vm1.service ExecMainStatus)"
+[ "$(prop vufsd@vm1.socket ActiveState)" = active ] || fail "socket not listening after the service exited"
+pass "client gone: service inactive, Result=success, exit 0; socket still listening"
+
+# ---- 5. the next connection activates a fresh process ----
+"$fe_session" "$hostsock" --roundtrip 300000 2> "$tmp/fe2.err" || { cat "$tmp/fe2.err" >&2; fail "second session"; }
+wait_state vufsd@vm1.service inactive 15 || fail "service still running after the second session"
+pid2=$(prop vufsd@vm1.service ExecMainPID)
+[ "$pid2" != "$pid1" ] || fail "second session served by the same pid $pid1"
+[ "$(prop vufsd@vm1.service Result)" = success ] || fail "second run Result=$(prop vufsd@vm1.service Result)"
+[ "$(prop vufsd@vm1.service NRestarts)" = 0 ] || fail "service was restarted"
+pass "second connection activated a fresh process (pid $pid2), which exited cleanly"
+
+# ---- 6. READY=1 implies the bus name; a real guest through the activated socket ----
+ns systemctl start vufsd@vm1.service || fail "systemctl start vufsd@vm1.service"
+ns busctl --system status org.vufsd.Instance.vm1 > /dev/null 2>&1 ||
+        fail "start returned (READY=1) but the bus name is not owned yet"
+pass "systemctl start returned after READY=1 with the bus name owned; STATUS: $(prop vufsd@vm1.service StatusText)"
+
+guest_share_prepare "$share" "$tmp/host-data.sums"
+
+t=$(now)
+"$src/tests/vm/run-guest.sh" --socket "$hostsock" --script guest-basic.sh --timeout 300 \
+        --build-dir "${VUFS_VM_BUILD_DIR:-/var/tmp/vufs-vm}" --log "$tmp/console.log" --quiet ||
+        fail "QEMU guest through the activated socket"
+t_guest=$(since "$t")
+wait_state vufsd@vm1.service inactive 15 || fail "service still running after QEMU exited"
+[ "$(prop vufsd@vm1.service Result)" = success ] || fail "guest run: Result=$(prop vufsd@vm1.service Result)"
+out=$(guest_share_check "$share" "$tmp/host-data.sums") || fail "after the guest: $out"
+pass "QEMU guest mounted the share through vufsd@vm1.socket and checked data both ways (${t_guest}s); service exited cleanly"
+
+# ---- 7. broken and missing configuration ----
+if ns systemctl start vufsd@bad.service 2> "$tmp/bad.err"; then
+        fail "vufsd@bad.service started with a broken config"
+fi
+sleep 1
+[ "$(prop vufsd@bad.service ActiveState)" = failed ] || fail "bad: ActiveState=$(prop vufsd@bad.service ActiveState)"
+[ "$(prop vufsd@bad.service Result)" = exit-code ] || fail "bad: Result=$(prop vufsd@bad.service Result)"
+[ "$(prop vufsd@bad.service ExecMainStatus)" = 78 ] || fail "bad: exit status $(prop vufsd@bad.service ExecMainStatus)"
+[ "$(prop vufsd@bad.service NRestarts)" = 0 ] || fail "bad: restarted $(prop vufsd@bad.service NRestarts) times"
+[ "$(prop vufsd@bad.service StatusErrno)" = 22 ] || fail "bad: StatusErrno=$(prop vufsd@bad.service StatusErrno)"
+journal=$(ns journalctl --no-pager -o cat -u vufsd@bad.service)
+echo "$journal" | grep -q '/etc/vufsd/bad.conf: \[Share\] Cache=sometimes: unknown cache policy' ||
+        { echo "$journal" >&2; fail "bad: the journal does not explain the error"; }
+pass "broken config: unit failed once (exit 78, ERRNO 22, no restart); journal: $(echo "$journal" | grep bad.conf | head -n 1)"
+
+ns systemctl start vufsd@nocfg.service 2> /dev/null && fail "vufsd@nocfg.service started without a config"
+sleep 1
+[ "$(prop vufsd@nocfg.service ExecMainStatus)" = 78 ] || fail "nocfg: exit status $(prop vufsd@nocfg.service ExecMainStatus)"
+journal=$(ns journalctl --no-pager -o cat -u vufsd@nocfg.service)
+echo "$journal" | grep -q 'no shared directory: set \[Share\] Directory= in /etc/vufsd/nocfg.conf, which does not exist' ||
+        { echo "$journal" >&2; fail "nocfg: the journal does not explain the error"; }
+pass "missing config: unit failed with: $(echo "$journal" | grep 'no shared directory' | head -n 1)"
+ns systemctl stop vufsd@bad.socket vufsd@nocfg.socket
+ns systemctl reset-failed
+
+# ---- 8. stopping the socket removes it ----
+ns systemctl stop vufsd@vm1.socket
+[ ! -e "$hostsock" ] || fail "/run/vufsd/vm1.sock left behind after stopping the socket"
+pass "systemctl stop vufsd@vm1.socket removed the socket"
+
+t_checks=$(since "$t_checks")
+msg "timings: build ${t_build}s, root ${t_root}s, install ${t_install}s, boot ${t_boot}s, checks ${t_checks}s (guest ${t_guest}s), total $(since "$t_start")s"
+msg "PASS"

@@ -1,0 +1,228 @@
+/* test-config-file.c: the per-instance configuration file, "-o" lists and the command line on top. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "config-file.h"
+#include "config.h"
+
+static char dir[] = "/tmp/vufsd-test-config.XXXXXX";
+
+static void setup(void) {
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        ck_assert_int_eq(system(cmd), 0);
+        strcpy(dir, "/tmp/vufsd-test-config.XXXXXX");
+}
+
+/* Writes text to DIR/name and returns the path (static buffer). */
+static const char *write_file(const char *name, const char *text) {
+        static char path[256];
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        f = fopen(path, "we");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+        return path;
+}
+
+static int load(const char *text, Config *c) {
+        config_init(c);
+        return config_file_load(c, write_file("t.conf", text), true);
+}
+
+START_TEST(test_full_file) {
+        Config c;
+
+        ck_assert_int_eq(load("# comment\n"
+                              "[Share]\n"
+                              "Directory=/srv/vufsd/vm1\n"
+                              "Cache=never\n"
+                              "Xattr=true\n"
+                              "ReadOnly=yes\n"
+                              "Options=no_flock,timeout=2.5,writeback\n"
+                              "[Threads]\n"
+                              "Mode=auto\n"
+                              "PoolSize=8\n"
+                              "RequestQueues=4\n"
+                              "[Security]\n"
+                              "Sandbox=chroot\n"
+                              "Seccomp=log\n"
+                              "RlimitNofile=4096\n"
+                              "[Service]\n"
+                              "LogLevel=debug\n"
+                              "KeepListening=true\n",
+                              &c),
+                         1);
+        ck_assert_str_eq(c.shared_dir, "/srv/vufsd/vm1");
+        ck_assert_int_eq(c.fs.cache, CACHE_NEVER);
+        ck_assert(c.fs.xattr);
+        ck_assert(c.fs.readonly);
+        ck_assert(!c.fs.flock);
+        ck_assert(c.fs.writeback);
+        ck_assert(c.fs.timeout > 2.49 && c.fs.timeout < 2.51);
+        ck_assert_str_eq(c.threads, "auto");
+        ck_assert_int_eq(c.thread_pool_size, 8);
+        ck_assert_uint_eq(c.n_request_queues, 4);
+        ck_assert_str_eq(c.sandbox, "chroot");
+        ck_assert_str_eq(c.seccomp, "log");
+        ck_assert_uint_eq(c.rlimit_nofile, 4096);
+        ck_assert_int_eq(c.log_level, LOG_DEBUG);
+        ck_assert(c.keep_listening);
+        config_done(&c);
+}
+END_TEST
+
+START_TEST(test_defaults_kept) {
+        Config c, d;
+
+        ck_assert_int_eq(load("[Share]\nDirectory=/x\n", &c), 1);
+        config_init(&d);
+        ck_assert_str_eq(c.shared_dir, "/x");
+        ck_assert_int_eq(c.fs.cache, d.fs.cache);
+        ck_assert_int_eq(c.thread_pool_size, d.thread_pool_size);
+        ck_assert_uint_eq(c.n_request_queues, d.n_request_queues);
+        ck_assert_ptr_null(c.threads);
+        ck_assert_ptr_null(c.sandbox);
+        ck_assert(c.fs.flock == d.fs.flock);
+        config_done(&c);
+        config_done(&d);
+}
+END_TEST
+
+/* Every one of these must be refused, not half-applied. */
+START_TEST(test_bad_files) {
+        static const char *const bad[] = {
+                "[Share]\nDirectory=relative/path\n",
+                "[Share]\nDirectory=\n",
+                "[Share]\nCache=sometimes\n",
+                "[Share]\nDirectry=/x\n",
+                "[Shares]\nDirectory=/x\n",
+                "[Share]\nXattr=maybe\n",
+                "[Share]\nOptions=xattr,bogus\n",
+                "[Share]\nOptions=timeout=-1\n",
+                "[Threads]\nMode=fast\n",
+                "[Threads]\nPoolSize=1025\n",
+                "[Threads]\nPoolSize=-1\n",
+                "[Threads]\nPoolSize=4x\n",
+                "[Threads]\nRequestQueues=0\n",
+                "[Threads]\nRequestQueues=17\n",
+                "[Security]\nSandbox=jail\n",
+                "[Security]\nSeccomp=allow\n",
+                "[Security]\nRlimitNofile=0\n",
+                "[Service]\nLogLevel=loud\n",
+                "not a key file\n",
+                "Directory=/x\n", /* key outside any section */
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+                Config c;
+                int r = load(bad[i], &c);
+                ck_assert_msg(r == -EINVAL, "case %zu (%s) gave %d", i, bad[i], r);
+                config_done(&c);
+        }
+}
+END_TEST
+
+START_TEST(test_missing_file) {
+        Config c;
+        char path[256];
+
+        snprintf(path, sizeof path, "%s/none.conf", dir);
+        config_init(&c);
+        ck_assert_int_eq(config_file_load(&c, path, false), 0);
+        ck_assert_ptr_null(c.shared_dir);
+        ck_assert_int_eq(config_file_load(&c, path, true), -ENOENT);
+        config_done(&c);
+}
+END_TEST
+
+START_TEST(test_command_line_overrides) {
+        char *argv[] = { "vufsd", "--cache=always", "-o", "flock", "--thread-pool-size=2", NULL };
+        Config c;
+
+        ck_assert_int_eq(load("[Share]\nDirectory=/from/file\nCache=never\nOptions=no_flock\n"
+                              "[Threads]\nPoolSize=8\nRequestQueues=3\n",
+                              &c),
+                         1);
+        ck_assert_int_eq(config_parse_argv(&c, 5, argv), 0);
+        ck_assert_str_eq(c.shared_dir, "/from/file"); /* not on the command line: the file's */
+        ck_assert_uint_eq(c.n_request_queues, 3);
+        ck_assert_int_eq(c.fs.cache, CACHE_ALWAYS);
+        ck_assert(c.fs.flock);
+        ck_assert_int_eq(c.thread_pool_size, 2);
+        config_done(&c);
+}
+END_TEST
+
+START_TEST(test_o_commas) {
+        Config c;
+
+        config_init(&c);
+        /* libvirt doubles commas inside values */
+        ck_assert_int_eq(config_parse_o(&c, "source=/srv/a,,b,,,cache=always,xattr"), 0);
+        ck_assert_str_eq(c.shared_dir, "/srv/a,b,");
+        ck_assert_int_eq(c.fs.cache, CACHE_ALWAYS);
+        ck_assert(c.fs.xattr);
+        ck_assert_int_eq(config_parse_o(&c, "source=/plain,no_xattr"), 0);
+        ck_assert_str_eq(c.shared_dir, "/plain");
+        ck_assert(!c.fs.xattr);
+        ck_assert_int_eq(config_parse_o(&c, ""), 0);
+        ck_assert_int_eq(config_parse_o(&c, "source=/x,,y,unknown"), -EINVAL);
+        config_done(&c);
+}
+END_TEST
+
+START_TEST(test_instance_names) {
+        char *p = NULL;
+
+        ck_assert_int_eq(config_file_path_for_instance("vm1", &p), 0);
+        ck_assert_str_eq(p, VUFSD_CONFIG_DIR "/vm1.conf");
+        free(p);
+        ck_assert_int_eq(config_file_instance_name_valid("web-01.example:a@b_c"), 0);
+        ck_assert_int_eq(config_file_instance_name_valid(""), -EINVAL);
+        ck_assert_int_eq(config_file_instance_name_valid(".hidden"), -EINVAL);
+        ck_assert_int_eq(config_file_instance_name_valid("../etc/passwd"), -EINVAL);
+        ck_assert_int_eq(config_file_instance_name_valid("a/b"), -EINVAL);
+        ck_assert_int_eq(config_file_instance_name_valid("a b"), -EINVAL);
+        ck_assert_int_eq(config_file_instance_name_valid(
+                                 "0123456789012345678901234567890123456789012345678901234567890123"),
+                         0);
+        ck_assert_int_eq(config_file_instance_name_valid(
+                                 "01234567890123456789012345678901234567890123456789012345678901234"),
+                         -EINVAL);
+        ck_assert_int_eq(config_file_path_for_instance("a/b", &p), -EINVAL);
+}
+END_TEST
+
+static Suite *config_file_suite(void) {
+        Suite *s = suite_create("config-file");
+        TCase *tc = tcase_create("core");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, test_full_file);
+        tcase_add_test(tc, test_defaults_kept);
+        tcase_add_test(tc, test_bad_files);
+        tcase_add_test(tc, test_missing_file);
+        tcase_add_test(tc, test_command_line_overrides);
+        tcase_add_test(tc, test_o_commas);
+        tcase_add_test(tc, test_instance_names);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(config_file_suite());
+        int failed;
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}

@@ -1,0 +1,96 @@
+#!/bin/bash
+# test-libvirt-args.sh: vufsd started the way libvirt starts a virtio-fs daemon serves a real guest.
+# libvirt creates, binds and listens on the socket itself, passes it as --fd=N (first argument) and
+# points QEMU's chardev at the same path. Both argument forms are run against a QEMU guest
+# (tests/vm/guest-basic.sh, data checked both ways):
+#   -o form:         --fd=N -o source=DIR,cache=always,sandbox=chroot,xattr,flock,posix_lock
+#                    --thread-pool-size=2 --rlimit-nofile=4096 -d   (DIR contains a comma, which
+#                    libvirt doubles)
+#   separate-options: --fd=N --shared-dir DIR --cache none --sandbox namespace --xattr
+#                    --thread-pool-size=2 --rlimit-nofile=4096 --log-level debug
+# and --print-capabilities must be the JSON libvirt reads, with only supported features.
+#
+# Environment: VUFSD_BINARY, VUFS_VM_BUILD_DIR (initramfs cache), VUFS_VM_REQUIRED=1 (missing QEMU
+# or kernel fails instead of skipping).
+# Exit status: 0 pass, 1 fail, 77 skipped (QEMU, a kernel or python3 missing).
+
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/vm/common.sh
+. "$here/vm/common.sh"
+# shellcheck source=tests/systemd/guest-share.sh
+. "$here/systemd/guest-share.sh"
+
+msg() { echo "test-libvirt-args: $*" >&2; }
+fail() {
+        msg "FAIL: $*"
+        exit 1
+}
+
+vufsd=${VUFSD_BINARY:-}
+[ -n "$vufsd" ] && [ -x "$vufsd" ] || fail "VUFSD_BINARY not set"
+missing=$(vm_missing_prerequisites)
+command -v python3 > /dev/null || missing+=" python3"
+if [ -n "$missing" ]; then
+        msg "missing: $(echo "$missing" | paste -sd';')"
+        [ "${VUFS_VM_REQUIRED:-0}" != 1 ] || exit 1
+        msg "SKIP"
+        exit 77
+fi
+
+t0=$(date +%s)
+tmp=$(mktemp -d "${VUFS_VM_TMPDIR:-/var/tmp}/vufs-libvirt.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# --print-capabilities: what libvirt parses (type "fs"; features it knows: migrate-precopy,
+# separate-options). vufsd has no migration, so exactly separate-options.
+"$vufsd" --print-capabilities > "$tmp/caps.json" || fail "--print-capabilities exited non-zero"
+python3 - "$tmp/caps.json" <<'PY' || fail "--print-capabilities: $(cat "$tmp/caps.json")"
+import json, sys
+caps = json.load(open(sys.argv[1]))
+assert caps["type"] == "fs", caps
+assert caps.get("features") == ["separate-options"], caps
+PY
+msg "ok: --print-capabilities: $(tr -d ' \n' < "$tmp/caps.json")"
+
+# The part of libvirt that matters here: socket(), bind(), listen(), then exec the daemon with the
+# listening fd inherited; "{fd}" in the arguments becomes its number.
+launcher='
+import os, socket, sys
+path, argv = sys.argv[1], sys.argv[2:]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+s.listen(1)
+fd = os.dup2(s.fileno(), 9)  # not 3: vufsd must use the number it is given
+os.set_inheritable(fd, True)
+os.execv(argv[0], [a.replace("{fd}", str(fd)) for a in argv])
+'
+
+# run_form NAME SHARE ARGS...: one guest run with vufsd started as "ARGS" (with {fd}).
+run_form() {
+        local name=$1 share=$2 t
+        shift 2
+        local sums=$tmp/$name.sums
+        mkdir -p "$share"
+        guest_share_prepare "$share" "$sums"
+        t=$(date +%s)
+        "$here/vm/run-guest.sh" --script guest-basic.sh --timeout 240 \
+                --build-dir "${VUFS_VM_BUILD_DIR:-/var/tmp/vufs-vm}" \
+                --log "$tmp/$name-console.log" --backend-log "$tmp/$name-backend.log" --quiet \
+                -- python3 -c "$launcher" @SOCK@ "$vufsd" "$@" ||
+                fail "$name: guest run with: vufsd $*"
+        out=$(guest_share_check "$share" "$sums") || fail "$name: $out"
+        # -d / --log-level debug took effect.
+        grep -q '^<7>' "$tmp/$name-backend.log" || fail "$name: no debug output from vufsd despite the debug option"
+        msg "ok: $name form served a guest ($(($(date +%s) - t))s): vufsd $*"
+}
+
+share_a=$tmp/share,with-comma
+escaped_a=${share_a//,/,,}
+run_form o-options "$share_a" "--fd={fd}" -o "source=$escaped_a,cache=always,sandbox=chroot,xattr,flock,posix_lock" \
+        --thread-pool-size=2 --rlimit-nofile=4096 -d
+run_form separate-options "$tmp/share-b" "--fd={fd}" --shared-dir "$tmp/share-b" --cache none --sandbox namespace \
+        --xattr --thread-pool-size=2 --rlimit-nofile=4096 --log-level debug
+
+msg "PASS ($(($(date +%s) - t0))s)"
