@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
         # build
-        meson ninja-build pkg-config gcc libc6-dev
+        meson ninja-build pkg-config gcc libc6-dev python3
         libsystemd-dev libglib2.0-dev libseccomp-dev check
         # fuzzing and sanitizer runtimes
         clang libclang-rt-14-dev

@@ -1,0 +1,231 @@
+#!/bin/bash
+# test-bus-policy.sh: the installed system bus policy (policy/org.vufsd.conf) on a real dbus-daemon
+# configured like Debian's system bus: root's changes succeed, an unprivileged user's are denied
+# with AccessDenied while reads work, the group "vufsd" may change, and nobody else may own an
+# instance name. Then, on a bus that lets everything through, the daemon's own check still refuses
+# the unprivileged caller. vufsd and fsctl find the bus through DBUS_SYSTEM_BUS_ADDRESS.
+# Needs root (it switches users with setpriv), dbus-daemon, python3.
+set -uo pipefail
+
+: "${VUFSD_BINARY:?}" "${FSCTL_BINARY:?}" "${VUFSD_DBUS_POLICY:?}"
+PY=/usr/bin/python3
+if [ "$(id -u)" != 0 ]; then
+        echo "SKIP: needs root to run callers as other users"
+        exit 77
+fi
+for tool in dbus-daemon setpriv; do
+        if ! command -v $tool >/dev/null; then
+                echo "SKIP: $tool is not installed"
+                exit 77
+        fi
+done
+
+T=$(mktemp -d /tmp/vufsd-policy.XXXXXX)
+chmod 755 "$T" # the unprivileged caller must reach the bus socket and our copy of fsctl
+pids=()
+vufsd_pids=()
+made_group=
+cleanup() {
+        for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+        for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+        [ -n "$made_group" ] && groupdel vufsd
+        rm -rf "$T"
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok - $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL - $*"; }
+check() {
+        local what=$1
+        shift
+        if "$@"; then ok "$what"; else fail "$what"; fi
+}
+
+# The build directory may sit below a directory only root can enter: run a copy (it links only
+# system libraries).
+install -m 755 "$FSCTL_BINARY" "$T/fsctl"
+
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+as_root() { out=$("$T/fsctl" "$@" 2>"$T/err"); rc=$?; err=$(cat "$T/err"); }
+as_nobody() { out=$("${NOBODY[@]}" "$T/fsctl" "$@" 2>"$T/err"); rc=$?; err=$(cat "$T/err"); }
+as_admin() { out=$(setpriv --reuid=65534 --regid=65534 --groups="$ADMIN_GID" "$T/fsctl" "$@" 2>"$T/err"); rc=$?; err=$(cat "$T/err"); }
+want() { # want RC DESCRIPTION
+        if [ "$rc" = "$1" ]; then ok "$2 (exit $rc)"; else fail "$2: exit $rc, want $1; stdout: $out; stderr: $err"; fi
+}
+json() { printf '%s' "$out" | "$PY" -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if ($1) else 1)"; }
+
+# The admin group must exist before dbus-daemon reads the policy.
+if ! getent group vufsd >/dev/null; then
+        groupadd --system vufsd && made_group=1
+fi
+ADMIN_GID=$(getent group vufsd | cut -d: -f3)
+
+start_bus() { # start_bus NAME POLICY-BODY: a bus in $T/NAME; sets $ADDR
+        local dir=$T/$1
+        mkdir -p "$dir"
+        chmod 755 "$dir"
+        cat >"$dir/bus.conf" <<EOF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$dir/system_bus_socket</listen>
+  <auth>EXTERNAL</auth>
+$2
+</busconfig>
+EOF
+        dbus-daemon --config-file="$dir/bus.conf" --nofork --print-address=3 3>"$dir/address" 2>"$dir/dbus.log" &
+        pids+=($!)
+        for _ in $(seq 100); do [ -s "$dir/address" ] && break; sleep 0.05; done
+        ADDR=$(head -n1 "$dir/address")
+        [ -n "$ADDR" ] || { echo "dbus-daemon did not start:"; cat "$dir/dbus.log"; exit 1; }
+}
+
+start_vufsd() { # start_vufsd INSTANCE extra...: root's vufsd on the current DBUS_SYSTEM_BUS_ADDRESS
+        local inst=$1 pid
+        shift
+        mkdir -p "$T/share-$inst"
+        "$VUFSD_BINARY" --socket-path "$T/$inst.sock" --shared-dir "$T/share-$inst" --instance "$inst" \
+                --keep-listening "$@" >>"$T/vufsd-$inst.log" 2>&1 &
+        pid=$!
+        pids+=($pid)
+        vufsd_pids+=($pid)
+        for _ in $(seq 200); do
+                "$T/fsctl" list --quiet 2>/dev/null | grep -qxF "$inst" && return 0
+                kill -0 $pid 2>/dev/null || break
+                sleep 0.05
+        done
+        echo "vufsd $inst did not own its name:"
+        cat "$T/vufsd-$inst.log"
+        exit 1
+}
+
+# ---- a system bus like Debian's: default deny, holes punched by the included policy ----
+# (The same default context as /usr/share/dbus-1/system.conf, then <include> where system.conf has
+# <includedir>system.d</includedir>.)
+start_bus system "
+  <policy context=\"default\">
+    <allow user=\"*\"/>
+    <deny own=\"*\"/>
+    <deny send_type=\"method_call\"/>
+    <allow send_type=\"signal\"/>
+    <allow send_requested_reply=\"true\" send_type=\"method_return\"/>
+    <allow send_requested_reply=\"true\" send_type=\"error\"/>
+    <allow receive_type=\"method_call\"/>
+    <allow receive_type=\"method_return\"/>
+    <allow receive_type=\"error\"/>
+    <allow receive_type=\"signal\"/>
+    <allow send_destination=\"org.freedesktop.DBus\" send_interface=\"org.freedesktop.DBus\"/>
+    <allow send_destination=\"org.freedesktop.DBus\" send_interface=\"org.freedesktop.DBus.Introspectable\"/>
+    <allow send_destination=\"org.freedesktop.DBus\" send_interface=\"org.freedesktop.DBus.Properties\"/>
+    <deny send_destination=\"org.freedesktop.DBus\" send_interface=\"org.freedesktop.DBus\" send_member=\"UpdateActivationEnvironment\"/>
+    <deny send_destination=\"org.freedesktop.DBus\" send_interface=\"org.freedesktop.DBus.Debug.Stats\"/>
+  </policy>
+  <include>$VUFSD_DBUS_POLICY</include>"
+export DBUS_SYSTEM_BUS_ADDRESS=$ADDR
+
+# vufsd as root, no --bus: the system bus by default.
+start_vufsd pol1 --threads inline
+check "vufsd logged the system bus" grep -q "Control interface on the system bus as org.vufsd.Instance.pol1" "$T/vufsd-pol1.log"
+
+# root: everything.
+as_root -i pol1 set-threads 4
+want 0 "root: set-threads 4"
+as_root -i pol1 set-cache never
+want 0 "root: set-cache never"
+as_root -i pol1 reset-stats
+want 0 "root: reset-stats"
+as_root -i pol1 status --json
+want 0 "root: status"
+check "root's changes took effect" json 'd["thread_mode"]=="pool" and d["pool_size"]==4 and d["cache_policy"]=="never"'
+
+# nobody: reads work...
+as_nobody list
+want 0 "nobody: list"
+check "nobody sees pol1" grep -q "^pol1 " <<<"$out"
+as_nobody -i pol1 status --json
+want 0 "nobody: status (Properties.GetAll)"
+check "nobody reads the properties" json 'd["instance"]=="pol1" and d["thread_mode"]=="pool"'
+as_nobody -i pol1 stats --json
+want 0 "nobody: stats (GetStatistics)"
+out=$("${NOBODY[@]}" busctl introspect org.vufsd.Instance.pol1 /org/vufsd/Daemon 2>"$T/err"); rc=$?; err=$(cat "$T/err")
+want 0 "nobody: Introspect"
+check "nobody's introspection shows the interface" grep -q "^org.vufsd.Daemon1 *interface" <<<"$out"
+out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.freedesktop.DBus.Peer Ping 2>"$T/err"); rc=$?; err=$(cat "$T/err")
+want 0 "nobody: Peer.Ping"
+
+# ... changes are denied by the bus policy.
+for args in "set-threads 2" "set-threads inline" "set-cache always" "reset-stats"; do
+        # shellcheck disable=SC2086
+        as_nobody -i pol1 $args
+        want 4 "nobody: $args denied"
+        check "nobody: $args: AccessDenied from the bus" grep -q "access denied.*the bus said: Rejected send message" <<<"$(tr '\n' ' ' <<<"$err")"
+done
+out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.vufsd.Daemon1 SetThreads su pool 2 2>&1); rc=$?
+check "nobody: raw SetThreads call denied (busctl exit $rc)" test $rc != 0
+check "raw call: AccessDenied" grep -qi "access denied\|AccessDenied" <<<"$out"
+out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.freedesktop.DBus.Properties Set ssv org.vufsd.Daemon1 CachePolicy s always 2>&1); rc=$?
+check "nobody: Properties.Set denied (busctl exit $rc)" test $rc != 0
+as_root -i pol1 status --json
+check "nothing nobody tried changed anything" json 'd["thread_mode"]=="pool" and d["pool_size"]==4 and d["cache_policy"]=="never"'
+
+# The group vufsd may change.
+as_admin -i pol1 set-threads auto --size 3
+want 0 "group vufsd: set-threads auto --size 3"
+as_admin -i pol1 set-cache metadata
+want 0 "group vufsd: set-cache metadata"
+as_root -i pol1 status --json
+check "the group's changes took effect" json 'd["thread_mode"]=="auto" and d["pool_size"]==3 and d["cache_policy"]=="metadata"'
+
+# Nobody else may own an instance name: a vufsd run by nobody serves, without the control plane.
+mkdir -p "$T/nobody" && chown 65534:65534 "$T/nobody"
+"${NOBODY[@]}" "$VUFSD_BINARY" --socket-path "$T/nobody/vu.sock" --shared-dir "$T/nobody" --instance intruder \
+        --bus system --sandbox none --keep-listening >"$T/nobody/log" 2>&1 &
+npid=$!
+pids+=($npid)
+vufsd_pids+=($npid)
+for _ in $(seq 200); do grep -q "Not allowed to own\|Cannot own" "$T/nobody/log" && break; sleep 0.05; done
+check "nobody's vufsd may not own org.vufsd.Instance.intruder" grep -q "Not allowed to own org.vufsd.Instance.intruder" "$T/nobody/log"
+check "nobody's vufsd still serves" kill -0 $npid
+as_root list --quiet
+check "intruder is not on the bus" test "$out" = "pol1"
+
+# ---- a bus that lets everyone do everything: the daemon's own check still refuses ----
+start_bus open "
+  <policy context=\"default\">
+    <allow user=\"*\"/>
+    <allow own=\"*\"/>
+    <allow send_destination=\"*\" eavesdrop=\"true\"/>
+    <allow eavesdrop=\"true\"/>
+  </policy>"
+export DBUS_SYSTEM_BUS_ADDRESS=$ADDR
+start_vufsd pol2 --bus "$ADDR"
+as_nobody -i pol2 set-threads 2
+want 4 "open bus: nobody's set-threads refused by vufsd"
+check "vufsd says who may" grep -q 'Only root and members of the group "vufsd" may change vufsd instance "pol2"' <<<"$err"
+as_nobody -i pol2 set-cache never
+want 4 "open bus: nobody's set-cache refused by vufsd"
+as_nobody -i pol2 status
+want 0 "open bus: nobody reads"
+as_admin -i pol2 set-threads 2
+want 0 "open bus: group vufsd allowed by vufsd (supplementary groups from the bus)"
+as_root -i pol2 set-threads 3
+want 0 "open bus: root allowed"
+
+# ---- every daemon stops cleanly on SIGTERM, without sanitizer reports ----
+for p in "${vufsd_pids[@]}"; do
+        kill "$p" 2>/dev/null
+        wait "$p"
+        rc=$?
+        if [ $rc = 0 ]; then ok "vufsd $p exits 0 on SIGTERM"; else fail "vufsd $p exited $rc on SIGTERM"; fi
+done
+if grep -hE "ERROR: (Address|Leak|Thread)Sanitizer|runtime error:" "$T"/vufsd-*.log "$T/nobody/log"; then
+        fail "sanitizer reports from vufsd (above)"
+else
+        ok "no sanitizer report from vufsd"
+fi
+
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]
