@@ -1,0 +1,50 @@
+/* sandbox.h: confining the daemon to the shared directory (namespaces + pivot_root, or chroot).
+ *
+ * Two steps, because the daemon needs host paths while it starts (the listening socket, the D-Bus
+ * socket) but must hold its filesystem handles inside the sandbox's mount namespace:
+ *
+ *   sandbox_prepare()  first thing after the configuration, before anything opens a file.
+ *                      namespace: new pid namespace (the daemon forks; the original process stays
+ *                      outside as a small supervisor), new mount namespace, a fresh /proc for the
+ *                      new pid namespace and the shared directory bind-mounted onto itself, so the
+ *                      root fd and /proc/self/fd the filesystem layer opens next already live where
+ *                      the daemon will be confined.
+ *                      chroot: the supervisor fork only (for service-manager notifications).
+ *   sandbox_enter()    right before the main loop: new network namespace, pivot_root into the
+ *                      shared directory (or chroot), notification relay to the supervisor.
+ *
+ * Every failure is fatal to the caller (fail closed) and logged with what to do instead. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+
+typedef enum SandboxMode {
+        SANDBOX_NONE,
+        SANDBOX_CHROOT,
+        SANDBOX_NAMESPACE,
+        _SANDBOX_MODE_MAX,
+        _SANDBOX_MODE_INVALID = -EINVAL,
+} SandboxMode;
+
+const char *sandbox_mode_to_string(SandboxMode m);
+SandboxMode sandbox_mode_from_string(const char *s);
+
+/* The mode when none is configured: namespace as root, none otherwise (an unprivileged daemon
+ * cannot create the namespaces; its service unit sandboxes it). Sanitizer builds default to none:
+ * the sanitizer runtimes read /proc and ptrace threads at exit, which the sandbox forbids. */
+SandboxMode sandbox_mode_default(void);
+
+/* Step 1 (see above). Returns 1 in the process that goes on to run the daemon; 0 in the supervisor
+ * once the daemon has exited, with *ret_exit_status the status to exit with; negative errno (logged)
+ * on failure. shared_dir must be the configured path. */
+int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket_path, int *ret_exit_status);
+
+/* Step 2 (see above). Single-threaded or not: threads created after sandbox_prepare() share the
+ * mount namespace; the network namespace is re-entered by every thread in capabilities_apply()'s
+ * per-thread pass (see capabilities.h). */
+int sandbox_enter(SandboxMode mode, const char *shared_dir);
+
+/* The new network namespace (namespace mode, after sandbox_enter()), -1 otherwise: other threads
+ * join it with setns(). */
+int sandbox_netns_fd(void);

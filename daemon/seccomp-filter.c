@@ -1,0 +1,203 @@
+/* seccomp-filter.c: the allowlist of system calls the daemon makes once it serves a guest (not
+ * seccomp.c: that name would shadow libseccomp's <seccomp.h> on the include path). */
+#include "seccomp-filter.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+/* Found by running the frontend, D-Bus and real-guest tests under --seccomp=log (see
+ * docs/security.md for how to repeat that after a libc or libsystemd update). Grouped by who needs
+ * them; the ones with argument conditions are in seccomp_install(). */
+static const char *const allowed[] = {
+        /* memory (malloc, thread stacks, guest memory regions) */
+        "brk", "mmap", "munmap", "mremap", "mprotect", "madvise",
+        /* threads: queue threads, pool workers, glibc internals */
+        "futex", "set_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid", "tgkill",
+        "sched_yield", "sched_getaffinity", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn",
+        "sigaltstack", "restart_syscall",
+        /* time, timers, sleeping */
+        "clock_gettime", "clock_getres", "gettimeofday", "clock_nanosleep", "nanosleep",
+        "timerfd_create", "timerfd_settime", "timerfd_gettime",
+        /* event loop (sd-event), kick/call eventfds, signals */
+        "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll",
+        "eventfd2", "signalfd4", "pipe2",
+        /* fd basics */
+        "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
+        "pwritev2", "close", "dup", "dup3", "fcntl", "lseek",
+        /* vhost-user socket, D-Bus, sd_notify */
+        "accept4", "sendmsg", "sendto", "recvmsg", "recvfrom", "getsockopt", "setsockopt",
+        "getsockname", "getpeername", "shutdown", "connect",
+        /* the passthrough filesystem */
+        "openat", "openat2", "newfstatat", "fstat", "statx", "statfs", "fstatfs", "readlinkat",
+        "getdents64", "mkdirat", "mknodat", "symlinkat", "linkat", "unlinkat", "renameat",
+        "renameat2", "fchmod", "fchmodat", "fchown", "fchownat", "utimensat", "ftruncate",
+        "fallocate", "fsync", "fdatasync", "syncfs", "copy_file_range", "flock", "faccessat",
+        "faccessat2", "fadvise64", "getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr",
+        "fsetxattr", "listxattr", "llistxattr", "flistxattr", "removexattr", "lremovexattr",
+        "fremovexattr", "fchdir", "chdir", "getcwd",
+        /* the listening socket and its lock, removed at exit without a sandbox (manager.c) */
+        "unlink",
+        /* per-request identities (credentials.c) */
+        "setresuid", "setresgid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
+        "getresgid", "umask",
+        /* libc and libraries */
+        "getrandom", "uname", "getrusage", "prlimit64",
+};
+
+static const char *const filter_names[_SYSCALL_FILTER_MAX] = {
+        [SYSCALL_FILTER_NONE] = "none",
+        [SYSCALL_FILTER_KILL] = "kill",
+        [SYSCALL_FILTER_LOG] = "log",
+        [SYSCALL_FILTER_TRAP] = "trap",
+};
+
+const char *syscall_filter_to_string(SyscallFilter f) {
+        return f >= 0 && f < _SYSCALL_FILTER_MAX ? filter_names[f] : NULL;
+}
+
+SyscallFilter syscall_filter_from_string(const char *s) {
+        if (!s)
+                return _SYSCALL_FILTER_INVALID;
+        for (int i = 0; i < _SYSCALL_FILTER_MAX; i++)
+                if (streq(s, filter_names[i]))
+                        return (SyscallFilter) i;
+        return _SYSCALL_FILTER_INVALID;
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZER_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZER_BUILD 1
+#endif
+#endif
+
+SyscallFilter syscall_filter_default(void) {
+#ifdef SANITIZER_BUILD
+        return SYSCALL_FILTER_NONE;
+#else
+        return SYSCALL_FILTER_KILL;
+#endif
+}
+
+size_t seccomp_allowlist_size(void) {
+        size_t n = 0;
+        for (size_t i = 0; i < ELEMENTSOF(allowed); i++) {
+                bool dup = false;
+                for (size_t j = 0; j < i && !dup; j++)
+                        dup = streq(allowed[i], allowed[j]);
+                if (!dup && seccomp_syscall_resolve_name(allowed[i]) >= 0)
+                        n++;
+        }
+        /* socket, clone, unshare, prctl: allowed with conditions */
+        return n + 4;
+}
+
+/* Trap mode: name the call by number (scmp_sys_resolver or ausyscall turn it into a name), then
+ * die of SIGSYS as kill mode would. Only async-signal-safe calls. */
+static void on_sigsys(int sig, siginfo_t *si, void *ctx) {
+        char buf[128] = "<2>vufsd: a system call outside the seccomp allowlist was made: number ";
+        size_t n = strlen(buf);
+        char digits[16];
+        int d = 0;
+        unsigned v = (unsigned) si->si_syscall;
+
+        (void) ctx;
+        do
+                digits[d++] = (char) ('0' + v % 10);
+        while ((v /= 10) > 0 && d < (int) sizeof digits);
+        while (d > 0 && n < sizeof buf - 2)
+                buf[n++] = digits[--d];
+        buf[n++] = '\n';
+        if (write(STDERR_FILENO, buf, n) < 0) {
+                /* nothing left to tell it to */
+        }
+        (void) raise(sig); /* SA_RESETHAND | SA_NODEFER: the default action, now */
+        _exit(128 + sig);
+}
+
+int seccomp_install(SyscallFilter f) {
+        static const int prctl_ok[] = {
+                PR_SET_NAME, PR_GET_NAME,                 /* thread names (GLib, pthread_setname_np) */
+                PR_GET_DUMPABLE, PR_SET_VMA,              /* glibc malloc names its arenas */
+                PR_CAPBSET_READ, PR_GET_NO_NEW_PRIVS,     /* read-only queries */
+                PR_GET_SECUREBITS, PR_GET_KEEPCAPS,
+        };
+        scmp_filter_ctx ctx;
+        uint32_t def;
+        int r;
+
+        switch (f) {
+        case SYSCALL_FILTER_NONE:
+                return 0;
+        case SYSCALL_FILTER_KILL:
+                def = SCMP_ACT_KILL_PROCESS;
+                break;
+        case SYSCALL_FILTER_LOG:
+                def = SCMP_ACT_LOG;
+                break;
+        case SYSCALL_FILTER_TRAP: {
+                struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER };
+                def = SCMP_ACT_TRAP;
+                if (sigaction(SIGSYS, &sa, NULL) < 0)
+                        return -errno;
+                break;
+        }
+        default:
+                return -EINVAL;
+        }
+
+        ctx = seccomp_init(def);
+        if (!ctx)
+                return -ENOMEM;
+        /* Every thread, the ones the executor may have started already included. */
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+        if (r < 0)
+                goto out;
+
+        for (size_t i = 0; i < ELEMENTSOF(allowed); i++) {
+                int nr = seccomp_syscall_resolve_name(allowed[i]);
+                if (nr == __NR_SCMP_ERROR)
+                        continue; /* not on this architecture */
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+                if (r < 0 && r != -EEXIST)
+                        goto out;
+        }
+        /* Unix sockets only (sd_notify opens one per message); no network at all. */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+        if (r < 0)
+                goto out;
+        /* Threads, never processes: fork() stays forbidden. clone3 keeps its flags in memory the
+         * filter cannot see, so it fails with ENOSYS and glibc falls back to clone. */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+        if (r < 0)
+                goto out;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+        if (r < 0)
+                goto out;
+        /* credentials.c gives a request thread its own umask; no other namespace may be made. */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(unshare), 1, SCMP_A0(SCMP_CMP_EQ, CLONE_FS));
+        if (r < 0)
+                goto out;
+        for (size_t i = 0; i < ELEMENTSOF(prctl_ok); i++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+                                     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) prctl_ok[i]));
+                if (r < 0)
+                        goto out;
+        }
+        r = seccomp_load(ctx);
+out:
+        seccomp_release(ctx);
+        return r;
+}

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""make-corpus.py: writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/).
+
+Valid protocol traffic of each kind plus a few hostile classics, in the input formats the targets
+document. Deterministic: re-running gives the same files. Crash reproducers found later are added
+to the corpus directories by hand (named regress-*) and never regenerated."""
+import os
+import struct
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+out = os.path.join(here, "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(out, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# ---- FUSE ----
+FUSE = dict(LOOKUP=1, FORGET=2, GETATTR=3, SETATTR=4, READLINK=5, SYMLINK=6, MKNOD=8, MKDIR=9,
+            UNLINK=10, RMDIR=11, RENAME=12, LINK=13, OPEN=14, READ=15, WRITE=16, STATFS=17,
+            RELEASE=18, FSYNC=20, SETXATTR=21, GETXATTR=22, LISTXATTR=23, REMOVEXATTR=24,
+            FLUSH=25, INIT=26, OPENDIR=27, READDIR=28, RELEASEDIR=29, FSYNCDIR=30, GETLK=31,
+            SETLK=32, ACCESS=34, CREATE=35, INTERRUPT=36, DESTROY=38, BATCH_FORGET=42,
+            FALLOCATE=43, READDIRPLUS=44, RENAME2=45, LSEEK=46, COPY_FILE_RANGE=47, TMPFILE=51)
+unique = [100]
+
+
+def req(op, nodeid, body=b"", uid=0, gid=0, length=None):
+    unique[0] += 1
+    n = 40 + len(body) if length is None else length
+    # fuse_in_header: len, opcode, unique, nodeid, uid, gid, pid, total_extlen(u16), padding(u16)
+    return struct.pack("<IIQQIIIHH", n, FUSE[op], unique[0], nodeid, uid, gid, 4242, 0, 0) + body
+
+
+def name(s):
+    return s.encode() + b"\0"
+
+
+def fuse(fname, reqs, out_units=16, piece=0):
+    write("fuzz-fuse", fname, bytes([out_units, piece]) + b"".join(reqs))
+
+
+open_in = lambda flags: struct.pack("<II", flags, 0)
+read_in = lambda fh, off, size: struct.pack("<QQIIQII", fh, off, size, 0, 0, 0, 0)
+write_in = lambda fh, off, size: struct.pack("<QQIIQII", fh, off, size, 0, 0, 0, 0)
+release_in = lambda fh: struct.pack("<QIIQ", fh, 0, 0, 0)
+create_in = lambda flags, mode: struct.pack("<IIII", flags, mode, 0o022, 0)
+mkdir_in = lambda mode: struct.pack("<II", mode, 0o022)
+mknod_in = lambda mode, rdev: struct.pack("<IIII", mode, rdev, 0o022, 0)
+getattr_in = struct.pack("<IIQ", 0, 0, 0)
+forget_in = lambda n: struct.pack("<Q", n)
+
+fuse("lookup-getattr", [req("LOOKUP", 1, name("file")), req("GETATTR", 2, getattr_in),
+                        req("LOOKUP", 1, name("dir")), req("LOOKUP", 3, name("inner")),
+                        req("FORGET", 2, forget_in(1))])
+fuse("read-file", [req("LOOKUP", 1, name("file")), req("OPEN", 2, open_in(0)),
+                   req("READ", 2, read_in(0, 0, 4096)), req("FLUSH", 2, struct.pack("<QIIQ", 0, 0, 0, 0)),
+                   req("RELEASE", 2, release_in(0))])
+fuse("create-write", [req("CREATE", 1, create_in(0o2 | 0o100, 0o100644) + name("new")),
+                      req("WRITE", 2, write_in(0, 0, 11) + b"hello world"),
+                      req("FSYNC", 2, struct.pack("<QII", 0, 0, 0)),
+                      req("SETATTR", 2, struct.pack("<IIQQQQQQIIIIIIII", 1 << 3, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
+                      req("RELEASE", 2, release_in(0)), req("UNLINK", 1, name("new"))])
+fuse("readdir", [req("OPENDIR", 1, open_in(0)), req("READDIR", 1, read_in(0, 0, 4096)),
+                 req("READDIRPLUS", 1, read_in(0, 0, 4096)), req("RELEASEDIR", 1, release_in(0))])
+fuse("dirs-links", [req("MKDIR", 1, mkdir_in(0o755) + name("d2")),
+                    req("SYMLINK", 1, name("s1") + name("/etc/shadow")),
+                    req("READLINK", 2, b""),
+                    req("LOOKUP", 1, name("file")),
+                    req("LINK", 1, struct.pack("<Q", 3) + name("hard")),
+                    req("RENAME", 1, struct.pack("<Q", 1) + name("hard") + name("hard2")),
+                    req("RENAME2", 1, struct.pack("<QII", 1, 1, 0) + name("hard2") + name("file")),
+                    req("RMDIR", 1, name("d2"))], out_units=8)
+fuse("mknod-fifo", [req("MKNOD", 1, mknod_in(0o10644, 0) + name("p")),
+                    req("MKNOD", 1, mknod_in(0o20644, 0x0103) + name("null")),
+                    req("LOOKUP", 1, name("fifo")), req("OPEN", 2, open_in(0))])
+fuse("xattr", [req("LOOKUP", 1, name("file")),
+               req("SETXATTR", 2, struct.pack("<IIII", 3, 0, 0, 0) + name("user.a") + b"abc"),
+               req("GETXATTR", 2, struct.pack("<II", 64, 0) + name("user.a")),
+               req("LISTXATTR", 2, struct.pack("<II", 0, 0)),
+               req("REMOVEXATTR", 2, name("user.a"))])
+fuse("statfs-access", [req("STATFS", 1), req("ACCESS", 1, struct.pack("<II", 7, 0)),
+                       req("LSEEK", 1, struct.pack("<QQII", 0, 0, 3, 0))])
+fuse("as-user", [req("CREATE", 1, create_in(0o2 | 0o100, 0o100600) + name("u"), uid=1000, gid=1000),
+                 req("MKDIR", 1, mkdir_in(0o700) + name("ud"), uid=1000, gid=1000)])
+fuse("batch-forget", [req("LOOKUP", 1, name("file")),
+                      req("BATCH_FORGET", 0, struct.pack("<II", 2, 0) + struct.pack("<QQ", 2, 5) + struct.pack("<QQ", 1, 1))])
+# hostile
+fuse("bad-names", [req("LOOKUP", 1, name("..")), req("LOOKUP", 1, name("a/b")), req("LOOKUP", 1, b"nonul"),
+                   req("MKDIR", 1, mkdir_in(0o755) + name("")), req("SYMLINK", 1, name("/abs") + name("x")),
+                   req("LOOKUP", 1, name("x" * 300))])
+fuse("bad-lengths", [req("GETATTR", 1, b"", length=10), req("READ", 1, read_in(0, 0, 0xffffffff)),
+                     req("LOOKUP", 1, name("file"), length=0x7fffffff)])
+fuse("bad-batch-forget", [req("BATCH_FORGET", 0, struct.pack("<II", 0xffffffff, 0) + struct.pack("<QQ", 1, 1))])
+fuse("bad-nodeids", [req("GETATTR", 0, getattr_in), req("GETATTR", 0xdeadbeef, getattr_in),
+                     req("OPEN", 1, open_in(0o100 | 2)), req("READDIR", 1, read_in(77, 0, 4096))])
+fuse("unknown-op", [struct.pack("<IIQQIIIHH", 40, 9999, 1, 1, 0, 0, 0, 0, 0)])
+fuse("second-init", [req("INIT", 0, struct.pack("<IIIIII", 7, 31, 4096, 0, 0, 0) + bytes(44)),
+                     req("LOOKUP", 1, name("file")), req("DESTROY", 0)])
+fuse("tiny-pieces", [req("LOOKUP", 1, name("dir")), req("WRITE", 1, write_in(0, 0, 3) + b"abc")], piece=3)
+fuse("no-out", [req("LOOKUP", 1, name("file"))], out_units=0)
+
+# ---- vhost-user ----
+VU = dict(GET_FEATURES=1, SET_FEATURES=2, SET_OWNER=3, RESET_OWNER=4, SET_MEM_TABLE=5, SET_LOG_BASE=6,
+          SET_VRING_NUM=8, SET_VRING_ADDR=9, SET_VRING_BASE=10, GET_VRING_BASE=11, SET_VRING_KICK=12,
+          SET_VRING_CALL=13, SET_VRING_ERR=14, GET_PROTOCOL_FEATURES=15, SET_PROTOCOL_FEATURES=16,
+          GET_QUEUE_NUM=17, SET_VRING_ENABLE=18, SET_BACKEND_REQ_FD=21, GET_CONFIG=24,
+          GET_INFLIGHT_FD=31, RESET_DEVICE=34, GET_MAX_MEM_SLOTS=36, ADD_MEM_REG=37, REM_MEM_REG=38)
+
+
+def vu(op, payload=b"", flags=1, size=None):
+    return struct.pack("<III", VU[op], flags, len(payload) if size is None else size) + payload
+
+
+u64 = lambda v: struct.pack("<Q", v)
+state = lambda i, n: struct.pack("<II", i, n)
+addr = lambda i, d, u, a: struct.pack("<IIQQQQ", i, 0, d, u, a, 0)
+NOFD = 1 << 8
+REPLY = 1 | (1 << 3)
+
+write("fuzz-vhost-user", "negotiate", vu("GET_FEATURES") + vu("GET_PROTOCOL_FEATURES") +
+      vu("SET_PROTOCOL_FEATURES", u64((1 << 0) | (1 << 3) | (1 << 15))) + vu("GET_QUEUE_NUM") +
+      vu("GET_MAX_MEM_SLOTS") + vu("SET_OWNER") + vu("SET_VRING_CALL", u64(0 | NOFD)) +
+      vu("SET_VRING_ERR", u64(0 | NOFD)))
+write("fuzz-vhost-user", "start-queue", vu("SET_FEATURES", u64((1 << 32) | (1 << 30) | (1 << 28) | (1 << 29))) +
+      vu("SET_VRING_NUM", state(0, 128)) + vu("SET_VRING_BASE", state(0, 0)) +
+      vu("SET_VRING_ADDR", addr(0, 0x7f0000000000, 0x7f0000001000, 0x7f0000002000)) +
+      vu("SET_VRING_KICK", u64(0 | NOFD)) + vu("SET_VRING_ENABLE", state(0, 1)) + vu("GET_VRING_BASE", state(0, 0)))
+write("fuzz-vhost-user", "mem-table-no-fd", vu("SET_MEM_TABLE", struct.pack("<II", 1, 0) +
+      struct.pack("<QQQQ", 0, 1 << 20, 0x7f0000000000, 0), flags=REPLY) +
+      vu("ADD_MEM_REG", u64(0) + struct.pack("<QQQQ", 0, 1 << 20, 0x7f0000000000, 0), flags=REPLY) +
+      vu("REM_MEM_REG", u64(0) + struct.pack("<QQQQ", 0, 1 << 20, 0x7f0000000000, 0), flags=REPLY))
+write("fuzz-vhost-user", "need-reply", vu("SET_OWNER", flags=REPLY) + vu("SET_VRING_NUM", state(1, 256), flags=REPLY) +
+      vu("SET_VRING_NUM", state(1, 3), flags=REPLY) + vu("SET_VRING_NUM", state(99, 128), flags=REPLY) +
+      vu("GET_CONFIG", bytes(12 + 8)) + vu("GET_INFLIGHT_FD", bytes(24)) + vu("RESET_DEVICE") + vu("RESET_OWNER"))
+write("fuzz-vhost-user", "bad-framing", vu("GET_FEATURES", size=4096) + b"\0" * 16)
+write("fuzz-vhost-user", "bad-version", struct.pack("<III", 1, 2, 0) + vu("SET_VRING_ENABLE", state(0, 1), size=4))
+write("fuzz-vhost-user", "truncated", vu("SET_VRING_ADDR", addr(0, 1, 2, 3))[:20])
+write("fuzz-vhost-user", "unknown", vu("GET_FEATURES") + struct.pack("<III", 77, 1, 8) + u64(1) +
+      vu("SET_LOG_BASE", u64(0) + u64(4096)))
+
+# ---- descriptor chains ----
+def vq(log2num, flags, last_avail, mem):
+    return bytes([log2num, flags]) + struct.pack("<H", last_avail) + mem
+
+
+def memory(descs, avail, used_idx=0, extra=None):
+    # Up to the used ring; buffers past the input's end are zeroes of region A.
+    size = max([0x3010] + [off + len(d) for off, d in (extra or {}).items()])
+    m = bytearray(size)
+    for i, (a, l, f, n) in enumerate(descs):
+        struct.pack_into("<QIHH", m, i * 16, a, l, f, n)
+    struct.pack_into("<HH", m, 0x2000, 0, len(avail))
+    for i, h in enumerate(avail):
+        struct.pack_into("<H", m, 0x2004 + 2 * i, h)
+    struct.pack_into("<HH", m, 0x3000, 0, used_idx)
+    for off, data in (extra or {}).items():
+        m[off:off + len(data)] = data
+    return bytes(m)
+
+
+NEXT, WRITE, INDIRECT = 1, 2, 4
+write("fuzz-virtqueue", "one-chain", vq(7, 0, 0, memory([(0x4000, 64, NEXT, 1), (0x4100, 128, WRITE, 0)], [0])))
+write("fuzz-virtqueue", "many", vq(3, 1, 0, memory([(0x4000 + 32 * i, 32, 0, 0) for i in range(8)], list(range(8)))))
+write("fuzz-virtqueue", "indirect", vq(4, 2, 0, memory([(0x4800, 48, INDIRECT, 0)], [0],
+      extra={0x4800: struct.pack("<QIHH", 0x4000, 16, NEXT, 1) + struct.pack("<QIHH", 0x4100, 16, NEXT, 2) +
+             struct.pack("<QIHH", 0x4200, 64, WRITE, 0)})))
+write("fuzz-virtqueue", "region-b", vq(2, 0, 0, memory([(0x20000, 256, NEXT, 1), (0x20100, 4096, WRITE, 0)], [0])))
+write("fuzz-virtqueue", "loop", vq(2, 0, 0, memory([(0x4000, 16, NEXT, 1), (0x4000, 16, NEXT, 0)], [0])))
+write("fuzz-virtqueue", "hole", vq(2, 0, 0, memory([(0x10000, 16, 0, 0)], [0])))
+write("fuzz-virtqueue", "wrap", vq(2, 0, 0, memory([(0xfffffffffffffff0, 0x20, 0, 0)], [0])))
+write("fuzz-virtqueue", "nested-indirect", vq(2, 2, 0, memory([(0x4800, 16, INDIRECT, 0)], [0],
+      extra={0x4800: struct.pack("<QIHH", 0x4900, 16, INDIRECT, 0)})))
+write("fuzz-virtqueue", "bad-head", vq(2, 0, 0, memory([(0x4000, 16, 0, 0)], [9])))
+write("fuzz-virtqueue", "write-then-read", vq(2, 0, 0, memory([(0x4000, 16, WRITE | NEXT, 1), (0x4100, 16, 0, 0)], [0])))
+write("fuzz-virtqueue", "avail-jump", vq(2, 0, 0, memory([(0x4000, 16, 0, 0)], [0, 0, 0, 0, 0, 0])))
+write("fuzz-virtqueue", "huge-len", vq(2, 0, 0, memory([(0x0, 0xffffffff, NEXT, 1), (0x0, 0xffffffff, 0, 0)], [0])))
+print("corpus written to", out, file=sys.stderr)

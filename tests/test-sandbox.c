@@ -1,0 +1,394 @@
+/* test-sandbox.c: the sandbox, capabilities and seccomp of a running vufsd (read from /proc), the
+ * --modcaps parser, the notification relay, and failing closed. Needs root (skips otherwise). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "capabilities.h"
+#include "frontend.h"
+#include "fuse-client.h"
+#include "harness.h"
+#include "util.h"
+
+#define BIT(c) (UINT64_C(1) << (c))
+#define DEFAULT_CAPS                                                                                     \
+        (BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_SETGID) | \
+         BIT(CAP_SETUID) | BIT(CAP_MKNOD) | BIT(CAP_SETFCAP))
+
+static FeHarness *h;
+
+static void setup(void) {
+        ck_assert_int_eq(fe_harness_new(&h), 0);
+}
+
+static void teardown(void) {
+        h = fe_harness_free(h);
+}
+
+/* ---- --modcaps ---- */
+
+START_TEST(test_modcaps) {
+        uint64_t m = capabilities_default();
+
+        ck_assert_uint_eq(m, DEFAULT_CAPS);
+        ck_assert_int_eq(capabilities_modify(&m, "-mknod:+sys_nice"), 0);
+        ck_assert_uint_eq(m, (DEFAULT_CAPS & ~BIT(CAP_MKNOD)) | BIT(CAP_SYS_NICE));
+        ck_assert_int_eq(capabilities_modify(&m, "+CAP_MKNOD,-Cap_Sys_Nice"), 0);
+        ck_assert_uint_eq(m, DEFAULT_CAPS);
+        ck_assert_int_eq(capabilities_modify(&m, "mknod"), -EINVAL);
+        ck_assert_int_eq(capabilities_modify(&m, "+no_such_cap"), -EINVAL);
+        ck_assert_uint_eq(m, DEFAULT_CAPS); /* unchanged on error */
+        ck_assert_int_eq(capability_from_name("setfcap"), CAP_SETFCAP);
+        ck_assert_str_eq(capability_to_name(CAP_DAC_OVERRIDE), "dac_override");
+}
+END_TEST
+
+/* ---- the running daemon ---- */
+
+/* The sandboxed daemon is the supervisor's only child. */
+static pid_t worker_of(pid_t supervisor) {
+        char path[64], buf[256];
+        FILE *f;
+        pid_t child = 0;
+
+        snprintf(path, sizeof path, "/proc/%i/task/%i/children", (int) supervisor, (int) supervisor);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        if (fgets(buf, sizeof buf, f))
+                child = (pid_t) atoi(buf);
+        fclose(f);
+        return child;
+}
+
+/* A "Name:\tvalue" line of /proc/PID/status, as a number (hex for the capability sets). */
+static bool status_field(pid_t pid, const char *name, uint64_t *ret) {
+        char path[64], line[256];
+        size_t n = strlen(name);
+        bool found = false;
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/%i/status", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return false;
+        while (!found && fgets(line, sizeof line, f))
+                if (strncmp(line, name, n) == 0 && line[n] == ':') {
+                        *ret = strtoull(line + n + 1, NULL, strncmp(name, "Cap", 3) == 0 ? 16 : 10);
+                        found = true;
+                }
+        fclose(f);
+        return found;
+}
+
+static uint64_t field(pid_t pid, const char *name) {
+        uint64_t v = 0;
+        ck_assert_msg(status_field(pid, name, &v), "no %s in /proc/%i/status", name, (int) pid);
+        return v;
+}
+
+static void assert_same_ns(pid_t a, pid_t b, const char *ns, bool same) {
+        char pa[64], pb[64];
+        struct stat sa, sb;
+
+        snprintf(pa, sizeof pa, "/proc/%i/ns/%s", (int) a, ns);
+        snprintf(pb, sizeof pb, "/proc/%i/ns/%s", (int) b, ns);
+        ck_assert_int_eq(stat(pa, &sa), 0);
+        ck_assert_int_eq(stat(pb, &sb), 0);
+        ck_assert_msg((sa.st_ino == sb.st_ino) == same, "%s namespace of %i and %i: expected %s", ns, (int) a,
+                      (int) b, same ? "same" : "different");
+}
+
+/* The socket listens before the lockdown completes (the lockdown is the last step before the main
+ * loop): wait for the filter to appear. */
+static void wait_locked(pid_t pid) {
+        uint64_t v = 0;
+        for (int i = 0; i < 500 && !(status_field(pid, "Seccomp", &v) && v == 2); i++)
+                usleep(10000);
+}
+
+/* Every thread of pid has the filter, no-new-privs and exactly the expected capabilities. */
+static void assert_locked_down(pid_t pid, uint64_t caps) {
+        wait_locked(pid);
+        ck_assert_uint_eq(field(pid, "Seccomp"), 2);
+        ck_assert_uint_eq(field(pid, "NoNewPrivs"), 1);
+        ck_assert_msg(field(pid, "CapEff") == caps, "CapEff %" PRIx64 " != %" PRIx64, field(pid, "CapEff"), caps);
+        ck_assert_uint_eq(field(pid, "CapPrm"), caps);
+        ck_assert_uint_eq(field(pid, "CapBnd"), caps);
+        ck_assert_uint_eq(field(pid, "CapInh"), 0);
+        ck_assert_uint_eq(field(pid, "CapAmb"), 0);
+}
+
+static void assert_root_is_share(pid_t pid) {
+        char path[64];
+        struct stat root, share;
+
+        snprintf(path, sizeof path, "/proc/%i/root", (int) pid);
+        ck_assert_int_eq(stat(path, &root), 0);
+        ck_assert_int_eq(stat(h->share, &share), 0);
+        ck_assert_msg(root.st_dev == share.st_dev && root.st_ino == share.st_ino,
+                      "the daemon's root is not the shared directory");
+}
+
+static void spawn(const char *const *extra) {
+        int r = fe_harness_spawn_vufsd(h, extra);
+        ck_assert_msg(r == 0, "starting vufsd ($VUFSD_BINARY=%s): %s", getenv("VUFSD_BINARY"), strerror(-r));
+}
+
+static FeFuse *connect_client(Frontend **ret_fe) {
+        Frontend *fe = NULL;
+        FeFuse *c = NULL;
+        int r;
+
+        r = fe_connect_and_start(&fe, h->socket_path, NULL);
+        ck_assert_msg(r == 0, "connect: %s", fe ? fe->error : strerror(-r));
+        ck_assert_int_eq(fe_fuse_new(&c, fe), 0);
+        r = fe_fuse_init(c);
+        ck_assert_msg(r == 0, "INIT: %d %s", r, c->last_problem);
+        *ret_fe = fe;
+        return c;
+}
+
+/* Work as guest uid 1000 and as root: per-request identities must still switch with the reduced
+ * capability sets (credentials.c), and the data path must stay inside the allowlist. */
+static void exercise(pid_t daemon, uint64_t caps) {
+        Frontend *fe;
+        FeFuse *c = connect_client(&fe);
+        struct fuse_entry_out e;
+        struct stat st;
+        char *p;
+        uint64_t fh;
+        int r;
+
+        ck_assert_int_eq(chmod(h->share, 0777), 0);
+        c->uid = 1000;
+        c->gid = 1000;
+        r = fe_fuse_create(c, 1, "as-1000", O_RDWR, 0644, &e, &fh);
+        ck_assert_msg(r == 0, "CREATE as uid 1000: %d %s", r, c->last_problem);
+        ck_assert_int_eq(fe_fuse_write(c, e.nodeid, fh, 0, "hello", 5), 5);
+        ck_assert_int_eq(fe_fuse_release(c, e.nodeid, fh, false), 0);
+        r = fe_fuse_mkdir(c, 1, "dir-1000", 0755, &e);
+        ck_assert_msg(r == 0, "MKDIR as uid 1000: %d %s", r, c->last_problem);
+        p = fe_harness_path(h, "as-1000");
+        ck_assert_int_eq(stat(p, &st), 0);
+        ck_assert_uint_eq(st.st_uid, 1000);
+        ck_assert_uint_eq(st.st_gid, 1000);
+        ck_assert_int_eq(st.st_size, 5);
+        free(p);
+
+        /* Back to root: the thread's capabilities must have come back with the effective uid. */
+        c->uid = 0;
+        c->gid = 0;
+        r = fe_fuse_mkdir(c, 1, "dir-root", 0700, &e);
+        ck_assert_msg(r == 0, "MKDIR as root after uid 1000: %d %s", r, c->last_problem);
+        p = fe_harness_path(h, "dir-root");
+        ck_assert_int_eq(stat(p, &st), 0);
+        ck_assert_uint_eq(st.st_uid, 0);
+        free(p);
+        ck_assert_int_eq(fe_fuse_roundtrip(c, "roundtrip", 200000, 7), 0);
+        ck_assert_uint_eq(c->proto_errors, 0);
+        /* Queue threads (and pool workers) started after the lockdown: all locked down too. */
+        ck_assert_msg(field(daemon, "Threads") >= 2, "expected queue threads");
+        assert_locked_down(daemon, caps);
+        fe_fuse_free(c);
+        fe_free(fe);
+}
+
+static void stop_and_check(void) {
+        char buf[128];
+        int st = fe_backend_stop(h->backend, 5000);
+        ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "vufsd %s",
+                      fe_backend_describe(st, buf, sizeof buf));
+        ck_assert_msg(access(h->socket_path, F_OK) < 0, "the socket was left behind");
+}
+
+START_TEST(test_namespace) {
+        const char *const extra[] = { "--sandbox=namespace", "--seccomp=kill", "--bus=none",
+                                      "--thread-pool-size=2", NULL };
+        pid_t sup, w;
+
+        spawn(extra);
+        sup = h->backend->pid;
+        w = worker_of(sup);
+        ck_assert_msg(w > 0, "no sandboxed child of %i", (int) sup);
+        assert_locked_down(w, DEFAULT_CAPS);
+        assert_root_is_share(w);
+        assert_same_ns(w, getpid(), "pid", false);
+        assert_same_ns(w, getpid(), "mnt", false);
+        assert_same_ns(w, getpid(), "net", false);
+        /* The supervisor stays outside (it only forwards signals and notifications). */
+        assert_same_ns(sup, getpid(), "mnt", true);
+
+        exercise(w, DEFAULT_CAPS);
+        stop_and_check();
+}
+END_TEST
+
+START_TEST(test_chroot_modcaps) {
+        const char *const extra[] = { "--sandbox=chroot", "--seccomp=kill", "--bus=none",
+                                      "--modcaps=-mknod:+sys_nice", NULL };
+        pid_t w;
+
+        spawn(extra);
+        w = worker_of(h->backend->pid);
+        ck_assert_int_gt(w, 0);
+        assert_locked_down(w, (DEFAULT_CAPS & ~BIT(CAP_MKNOD)) | BIT(CAP_SYS_NICE));
+        assert_root_is_share(w);
+        assert_same_ns(w, getpid(), "mnt", true);
+        exercise(w, (DEFAULT_CAPS & ~BIT(CAP_MKNOD)) | BIT(CAP_SYS_NICE));
+        stop_and_check();
+}
+END_TEST
+
+START_TEST(test_none) {
+        const char *const extra[] = { "--sandbox=none", "--seccomp=kill", "--bus=none", NULL };
+        pid_t pid;
+
+        spawn(extra);
+        pid = h->backend->pid;
+        ck_assert_int_eq(worker_of(pid), 0); /* no supervisor: the daemon itself */
+        /* seccomp kill and the capability cut do not depend on the sandbox */
+        assert_locked_down(pid, DEFAULT_CAPS);
+        exercise(pid, DEFAULT_CAPS);
+        stop_and_check();
+}
+END_TEST
+
+/* Without CAP_SYS_ADMIN there are no namespaces: vufsd must refuse to run, not run unconfined. */
+START_TEST(test_fail_closed) {
+        const char *bin = getenv("VUFSD_BINARY");
+        int pipefd[2], st;
+        char out[4096] = "";
+        ssize_t n, got = 0;
+        pid_t pid;
+
+        ck_assert_ptr_nonnull(bin);
+        ck_assert_int_eq(pipe(pipefd), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                dup2(pipefd[1], STDERR_FILENO);
+                if (prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) < 0)
+                        _exit(99);
+                execl(bin, bin, "--socket-path", h->socket_path, "--shared-dir", h->share, "--sandbox=namespace",
+                      "--bus=none", (char *) NULL);
+                _exit(98);
+        }
+        close(pipefd[1]);
+        while ((n = read(pipefd[0], out + got, sizeof out - 1 - (size_t) got)) > 0)
+                got += n;
+        close(pipefd[0]);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "vufsd exited with status 0x%x: %s", st, out);
+        ck_assert_msg(strstr(out, "cannot create a pid namespace") && strstr(out, "--sandbox=chroot"),
+                      "unclear error: %s", out);
+        ck_assert_msg(access(h->socket_path, F_OK) < 0, "it listened anyway");
+}
+END_TEST
+
+/* READY comes from the daemon inside the sandbox, through the supervisor (the main pid). */
+START_TEST(test_notify_relay) {
+        const char *const extra[] = { "--sandbox=namespace", "--bus=none", NULL };
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        char *path = fe_harness_path(h, "notify");
+        char buf[1024];
+        bool ready = false;
+        int fd, one = 1;
+
+        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
+        ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one), 0);
+        ck_assert_int_eq(setenv("NOTIFY_SOCKET", path, 1), 0);
+        spawn(extra);
+        unsetenv("NOTIFY_SOCKET");
+
+        for (int i = 0; i < 50 && !ready; i++) {
+                union {
+                        struct cmsghdr align;
+                        char b[CMSG_SPACE(sizeof(struct ucred))];
+                } control;
+                struct iovec iov = { buf, sizeof buf - 1 };
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
+                                     .msg_controllen = sizeof control };
+                struct timeval tv = { .tv_usec = 100000 };
+                ssize_t n;
+
+                (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+                n = recvmsg(fd, &mh, 0);
+                if (n <= 0)
+                        continue;
+                buf[n] = '\0';
+                if (strstr(buf, "READY=1")) {
+                        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                        ck_assert_ptr_nonnull(c);
+                        ck_assert_int_eq(c->cmsg_type, SCM_CREDENTIALS);
+                        ck_assert_int_eq(((struct ucred *) CMSG_DATA(c))->pid, h->backend->pid);
+                        ready = true;
+                }
+        }
+        ck_assert_msg(ready, "no READY=1 through the relay");
+        stop_and_check();
+        close(fd);
+        free(path);
+}
+END_TEST
+
+static Suite *sandbox_suite(void) {
+        Suite *s = suite_create("sandbox");
+        TCase *tc = tcase_create("parse");
+        tcase_add_test(tc, test_modcaps);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("daemon");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_namespace);
+        tcase_add_test(tc, test_chroot_modcaps);
+        tcase_add_test(tc, test_none);
+        tcase_add_test(tc, test_fail_closed);
+        tcase_add_test(tc, test_notify_relay);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+/* A sanitizer build of the daemon sandboxed explicitly: LeakSanitizer's exit-time scan needs
+ * /proc and ptrace, which the sandbox and the filter take away; the leak check is the unit
+ * tests' job there. */
+static void sanitizer_env(void) {
+#if defined(__SANITIZE_ADDRESS__)
+        const char *o = getenv("ASAN_OPTIONS");
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s%sdetect_leaks=0", o ?: "", o && *o ? ":" : "");
+        setenv("ASAN_OPTIONS", buf, 1);
+#endif
+}
+
+int main(void) {
+        SRunner *sr;
+        int failed;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "test-sandbox needs root (namespaces, identity switching)\n");
+                return 77;
+        }
+        sanitizer_env();
+        sr = srunner_create(sandbox_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? 0 : 1;
+}
