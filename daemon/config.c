@@ -6,8 +6,13 @@
 #include <string.h>
 #include <syslog.h>
 
+#include "capabilities.h"
+#include "config-file.h"
 #include "device.h"
+#include "executor.h"
 #include "log.h"
+#include "sandbox.h"
+#include "seccomp-filter.h"
 
 void config_init(Config *c) {
         *c = (Config) {
@@ -26,7 +31,10 @@ void config_done(Config *c) {
         free(c->threads);
         free(c->sandbox);
         free(c->seccomp);
+        free(c->modcaps);
         free(c->instance);
+        free(c->bus);
+        free(c->config_file);
         *c = (Config) {};
 }
 
@@ -52,16 +60,37 @@ static void help(void) {
                "  -o OPT[,OPT...]           virtiofsd-compatible options: source=DIR, cache=POLICY,\n"
                "                            timeout=SECONDS, xattr|no_xattr, flock|no_flock,\n"
                "                            posix_lock|no_posix_lock, readdirplus|no_readdirplus,\n"
-               "                            writeback|no_writeback, sandbox=MODE, log_level=LEVEL\n"
+               "                            writeback|no_writeback, sandbox=MODE, modcaps=LIST, log_level=LEVEL\n"
                "  --xattr                   enable extended attributes\n"
                "  --readonly                refuse every change (EROFS)\n"
                "\n"
                "Threads:\n"
-               "  --thread-pool-size=N      0 handles requests in the queue thread (default)\n"
                "  --threads=inline|pool|auto\n"
+               "                            inline: each queue thread runs its requests in guest order\n"
+               "                            (default); pool: a shared pool of workers runs them; auto:\n"
+               "                            inline until requests back up or would block\n"
+               "  --thread-pool-size=N      workers for pool/auto, 1..1024 (default 2 per CPU, 4..64);\n"
+               "                            without --threads: 0 = inline, N = pool of N (virtiofsd)\n"
+               "\n"
+               "Configuration:\n"
+               "  --instance=NAME           instance name (systemd: %%i); reads " VUFSD_CONFIG_DIR "/NAME.conf\n"
+               "                            when it exists\n"
+               "  --config=FILE             read this configuration file (must exist) instead\n"
+               "                            (the command line overrides what a file sets)\n"
+               "\n"
+               "Control:\n"
+               "  --bus=system|session|none|ADDRESS\n"
+               "                            D-Bus bus for the control interface (default: system as\n"
+               "                            root, session otherwise); serving goes on without one\n"
                "\n"
                "Other:\n"
                "  --sandbox=namespace|chroot|none\n"
+               "                            confine to the shared directory (default namespace as\n"
+               "                            root, none otherwise; see docs/security.md)\n"
+               "  --seccomp=kill|log|trap|none\n"
+               "                            system call allowlist; what a call outside it does\n"
+               "                            (default kill)\n"
+               "  --modcaps=+CAP:-CAP...    add to or remove from the capabilities kept\n"
                "  --rlimit-nofile=N         open-file limit to set\n"
                "  --log-level=LEVEL         err, warning, notice, info (default), debug\n"
                "  -d, --debug               same as --log-level=debug\n"
@@ -144,6 +173,8 @@ static int parse_o_option(Config *c, char *opt) {
                         return set_cache(c, val);
                 if (streq(opt, "sandbox"))
                         return set_string(&c->sandbox, val);
+                if (streq(opt, "modcaps"))
+                        return set_string(&c->modcaps, val);
                 if (streq(opt, "log_level"))
                         return set_log_level(c, val);
                 if (streq(opt, "timeout")) {
@@ -181,23 +212,45 @@ bad:
         return -EINVAL;
 }
 
-static int parse_o(Config *c, const char *arg) {
+int config_parse_o(Config *c, const char *arg) {
         _cleanup_free_ char *copy = strdup(arg);
-        char *save = NULL;
+        char *t, *w;
 
         if (!copy)
                 return -ENOMEM;
-        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                int r = parse_o_option(c, t);
-                if (r < 0)
-                        return r;
+        /* Split at single commas; ",," stands for one literal comma inside a value (libvirt writes
+         * source=/a,,b for the directory "/a,b"). Unescaping happens in place: w never overtakes r. */
+        t = w = copy;
+        for (const char *r = arg;; r++) {
+                if (*r == ',' && r[1] == ',') {
+                        *w++ = ',';
+                        r++;
+                        continue;
+                }
+                if (*r == ',' || *r == '\0') {
+                        *w = '\0';
+                        if (*t) {
+                                int q = parse_o_option(c, t);
+                                if (q < 0)
+                                        return q;
+                        }
+                        if (*r == '\0')
+                                break;
+                        t = w = w + 1;
+                        continue;
+                }
+                *w++ = *r;
         }
         return 0;
 }
 
 static void print_capabilities(void) {
-        /* The vhost-user backend description libvirt reads; only what is really implemented. */
-        printf("{\n  \"type\": \"fs\"\n}\n");
+        /* The vhost-user backend description libvirt reads; only what is really implemented.
+         * "separate-options": libvirt may pass --shared-dir, --cache, --sandbox, --xattr,
+         * --thread-pool-size, --rlimit-nofile and --log-level as separate arguments instead of
+         * "-o" (tests/test-libvirt-args.sh serves a guest both ways). Not "migrate-precopy":
+         * vufsd has no device-state migration. */
+        printf("{\n  \"type\": \"fs\",\n  \"features\": [\n    \"separate-options\"\n  ]\n}\n");
 }
 
 int config_parse_argv(Config *c, int argc, char *argv[]) {
@@ -214,11 +267,14 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 ARG_THREADS,
                 ARG_SANDBOX,
                 ARG_SECCOMP,
+                ARG_MODCAPS,
                 ARG_RLIMIT_NOFILE,
                 ARG_XATTR,
                 ARG_READONLY,
                 ARG_PRINT_CAPS,
                 ARG_INSTANCE,
+                ARG_BUS,
+                ARG_CONFIG,
         };
         static const struct option options[] = {
                 { "socket-path", required_argument, NULL, ARG_SOCKET_PATH },
@@ -233,11 +289,14 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 { "threads", required_argument, NULL, ARG_THREADS },
                 { "sandbox", required_argument, NULL, ARG_SANDBOX },
                 { "seccomp", required_argument, NULL, ARG_SECCOMP },
+                { "modcaps", required_argument, NULL, ARG_MODCAPS },
                 { "rlimit-nofile", required_argument, NULL, ARG_RLIMIT_NOFILE },
                 { "xattr", no_argument, NULL, ARG_XATTR },
                 { "readonly", no_argument, NULL, ARG_READONLY },
                 { "print-capabilities", no_argument, NULL, ARG_PRINT_CAPS },
                 { "instance", required_argument, NULL, ARG_INSTANCE },
+                { "bus", required_argument, NULL, ARG_BUS },
+                { "config", required_argument, NULL, ARG_CONFIG },
                 { "debug", no_argument, NULL, 'd' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
@@ -262,7 +321,7 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         c->log_level = LOG_DEBUG;
                         break;
                 case 'o':
-                        r = parse_o(c, optarg);
+                        r = config_parse_o(c, optarg);
                         break;
                 case ARG_SOCKET_PATH:
                         r = set_string(&c->socket_path, optarg);
@@ -312,6 +371,9 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 case ARG_SECCOMP:
                         r = set_string(&c->seccomp, optarg);
                         break;
+                case ARG_MODCAPS:
+                        r = set_string(&c->modcaps, optarg);
+                        break;
                 case ARG_RLIMIT_NOFILE:
                         if (parse_uint(optarg, UINT32_MAX, &u) < 0) {
                                 fprintf(stderr, "vufsd: --rlimit-nofile needs a number\n");
@@ -327,6 +389,12 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         break;
                 case ARG_INSTANCE:
                         r = set_string(&c->instance, optarg);
+                        break;
+                case ARG_BUS:
+                        r = set_string(&c->bus, optarg);
+                        break;
+                case ARG_CONFIG:
+                        r = set_string(&c->config_file, optarg);
                         break;
                 default:
                         fprintf(stderr, "vufsd: see --help for the options\n");
@@ -351,9 +419,36 @@ int config_verify(const Config *c) {
                 fprintf(stderr, "vufsd: --socket-path and --fd exclude each other\n");
                 return -EINVAL;
         }
-        if (c->threads && !streq(c->threads, "inline") && !streq(c->threads, "pool") && !streq(c->threads, "auto")) {
-                fprintf(stderr, "vufsd: --threads must be inline, pool or auto\n");
+        if (c->sandbox && sandbox_mode_from_string(c->sandbox) < 0) {
+                fprintf(stderr, "vufsd: --sandbox must be namespace, chroot or none, got \"%s\"\n", c->sandbox);
                 return -EINVAL;
+        }
+        if (c->seccomp && syscall_filter_from_string(c->seccomp) < 0) {
+                fprintf(stderr, "vufsd: --seccomp must be kill, log, trap or none, got \"%s\"\n", c->seccomp);
+                return -EINVAL;
+        }
+        if (c->modcaps) {
+                uint64_t caps = capabilities_default();
+                if (capabilities_modify(&caps, c->modcaps) < 0)
+                        return -EINVAL;
+        }
+        /* A D-Bus address always has a transport prefix ("unix:path=..."). */
+        if (c->bus && !streq(c->bus, "system") && !streq(c->bus, "session") && !streq(c->bus, "none") &&
+            !strchr(c->bus, ':')) {
+                fprintf(stderr, "vufsd: --bus must be system, session, none or a D-Bus address like "
+                                "unix:path=/run/my-bus, got \"%s\"\n", c->bus);
+                return -EINVAL;
+        }
+        {
+                /* The same rules the manager applies when it creates the executor. */
+                const char *why = NULL;
+                ThreadMode mode;
+                unsigned size;
+
+                if (executor_mode_from_options(c->threads, c->thread_pool_size, &mode, &size, &why) < 0) {
+                        fprintf(stderr, "vufsd: %s\n", why);
+                        return -EINVAL;
+                }
         }
         return 0;
 }

@@ -21,8 +21,11 @@ typedef struct Config {
         char *threads;        /* --threads inline|pool|auto */
         uint64_t rlimit_nofile;
         char *sandbox;
-        char *seccomp;
+        char *seccomp;      /* --seccomp kill|log|trap|none; NULL = kill (none in sanitizer builds) */
+        char *modcaps;      /* --modcaps +cap:-cap (capabilities.h) */
         char *instance;
+        char *bus;          /* --bus system|session|none|ADDRESS; NULL = system as root, else session */
+        char *config_file; /* --config: per-instance file (see config-file.h) */
 
         FsOptions fs;
 } Config;
@@ -33,6 +36,10 @@ void config_done(Config *c);
 /* Parses argv into c. Returns 0 to run, 1 when the command already did its job (--help,
  * --version, --print-capabilities), negative errno after printing what is wrong. */
 int config_parse_argv(Config *c, int argc, char *argv[]);
+
+/* Applies one "-o" argument (virtiofsd's comma-separated list; ",," is a literal comma, as libvirt
+ * escapes paths). Prints what is wrong; negative errno on failure. */
+int config_parse_o(Config *c, const char *arg);
 
 /* Checks the combination of options once everything is parsed. */
 int config_verify(const Config *c);

@@ -6,12 +6,39 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 
 #include "chain.h"
 #include "log.h"
+#include "stats.h"
 
 /* Requests popped per pass before the queue lock is retaken to publish and re-check. */
 #define QUEUE_BATCH 32
+/* How long stopping a queue lets requests still running elsewhere finish before blocking waits are
+ * cancelled (see queue_stop()). */
+#define QUEUE_STOP_GRACE_MS 200
+
+/* One popped request with what the data path needs to hand it to another thread. Allocated once
+ * per ring slot (recycled through Queue.free_elems as its VqElem), never per request. */
+typedef struct QueueRequest {
+        VqElem elem;
+        ExecWork work;   /* link and entry point while handed to the executor */
+        Queue *q;
+        ExecClass class; /* from exec_classify(), for the executor's estimates */
+        ExecRoute route;
+        uint64_t start_ns; /* CLOCK_MONOTONIC when dispatched: latency = completion - this */
+} QueueRequest;
+
+static QueueRequest *queue_request(VqElem *e) {
+        return (QueueRequest *) ((char *) e - offsetof(QueueRequest, elem));
+}
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
 
 static bool has_feature(uint64_t features, unsigned bit) {
         return features & (1ULL << bit);
@@ -39,6 +66,7 @@ static Queue *device_queue(Device *d, unsigned idx) {
 
 static VqElem *queue_get_elem(Queue *q) {
         VqElem *e = q->free_elems;
+        QueueRequest *r;
 
         if (e) {
                 q->free_elems = e->next_free;
@@ -48,17 +76,19 @@ static VqElem *queue_get_elem(Queue *q) {
          * while the queue warms up, not per request. */
         if (q->n_elems >= q->vq.num)
                 return NULL;
-        e = malloc(sizeof *e);
-        if (e)
-                q->n_elems++;
-        return e;
+        r = malloc(sizeof *r);
+        if (!r)
+                return NULL;
+        r->q = q;
+        q->n_elems++;
+        return &r->elem;
 }
 
 static void queue_free_elems(Queue *q) {
         while (q->free_elems) {
                 VqElem *e = q->free_elems;
                 q->free_elems = e->next_free;
-                free(e);
+                free(queue_request(e));
                 q->n_elems--;
         }
 }
@@ -76,7 +106,9 @@ static void queue_mark_broken_locked(Queue *q, const char *why) {
         }
 }
 
-/* Completes one request: the used-ring entry, the guest notification, the element recycled. */
+/* Completes one request: the used-ring entry, the guest notification, the element recycled. On a
+ * worker this is its last access to the queue: once inflight drops to zero under the lock,
+ * queue_stop() may return and the queue be reset or freed. */
 static void queue_complete(Queue *q, VqElem *e, uint32_t len) {
         GuestMemory *mem;
 
@@ -87,23 +119,68 @@ static void queue_complete(Queue *q, VqElem *e, uint32_t len) {
         e->mem = NULL;
         e->next_free = q->free_elems;
         q->free_elems = e;
+        if (atomic_fetch_sub_explicit(&q->inflight, 1, memory_order_release) == 1)
+                pthread_cond_broadcast(&q->idle_cond);
         pthread_mutex_unlock(&q->lock);
 
-        guest_memory_unref(mem);
-        atomic_fetch_sub_explicit(&q->inflight, 1, memory_order_release);
+        guest_memory_unref(mem); /* the snapshot is refcounted on its own, not part of the queue */
 }
 
-/* Runs one request to completion. This is the dispatch seam: the threading modes hand requests to
- * other threads from here. */
-static void queue_run_request(Queue *q, VqElem *e) {
+/* Runs one request to completion, on the queue thread or on whichever thread it was handed to. */
+static void queue_run_request(Queue *q, QueueRequest *r) {
+        Device *d = q->dev;
+        VqElem *e = &r->elem;
         ChainIter in, out;
         FuseReqInfo info = {};
+        uint64_t lat_ns;
         uint32_t len;
 
         chain_iter_init(&in, e->iov, e->n_in);
         chain_iter_init(&out, e->iov + e->n_in, e->n_out);
-        len = fuse_server_process(q->dev->fs, &in, &out, &info);
+        len = fuse_server_process(d->fs, &in, &out, &info);
+
+        /* The second (and last) clock read of this request; statistics and the executor's
+         * estimates share it. Both before the completion, which may free the queue. */
+        lat_ns = now_ns() - r->start_ns;
+        if (d->executor)
+                executor_account(&q->exec, r->class, lat_ns, r->route == EXEC_ROUTE_INLINE);
+        if (d->stats)
+                stats_record(d->stats, q->index, info.opcode, info.error, info.bytes, lat_ns / 1000);
         queue_complete(q, e, len);
+}
+
+static void queue_run_work(ExecWork *w) {
+        QueueRequest *r = (QueueRequest *) ((char *) w - offsetof(QueueRequest, work));
+
+        queue_run_request(r->q, r);
+}
+
+/* The dispatch seam: runs the request here or hands it to the executor. backlog = requests of this
+ * queue waiting behind it. Queue thread only. */
+static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog) {
+        Device *d = q->dev;
+        QueueRequest *r = queue_request(e);
+        ChainIter in;
+        uint32_t opcode;
+
+        r->route = EXEC_ROUTE_INLINE;
+        r->class = EXEC_CLASS_META;
+        if (d->stats)
+                stats_begin(d->stats);
+        if (d->executor) {
+                chain_iter_init(&in, e->iov, e->n_in);
+                r->class = exec_classify(&in, &opcode);
+                /* hiprio carries FORGET and INTERRUPT: always here, except a (misplaced) lock wait. */
+                if (q->index != DEVICE_HIPRIO_QUEUE || r->class == EXEC_CLASS_LOCK_WAIT)
+                        r->route = executor_route(&q->exec, r->class, backlog);
+        }
+        r->start_ns = now_ns();
+        if (r->route == EXEC_ROUTE_INLINE) {
+                queue_run_request(q, r);
+                return;
+        }
+        r->work.run = queue_run_work;
+        executor_submit(d->executor, &r->work, r->route);
 }
 
 /* Pops and runs everything available, then re-arms notifications. */
@@ -111,7 +188,7 @@ static void queue_process(Queue *q) {
         VqElem *batch[QUEUE_BATCH];
 
         for (;;) {
-                unsigned n = 0;
+                unsigned n = 0, pending = 0;
                 bool more;
 
                 if (!atomic_load(&q->enabled) || atomic_load(&q->stopping))
@@ -147,10 +224,12 @@ static void queue_process(Queue *q) {
                         atomic_fetch_add_explicit(&q->inflight, 1, memory_order_relaxed);
                         batch[n++] = e;
                 }
+                if (n > 0 && q->dev->executor)
+                        pending = vq_pending(&q->vq); /* for auto: how far the guest is ahead of us */
                 pthread_mutex_unlock(&q->lock);
 
                 for (unsigned i = 0; i < n; i++)
-                        queue_run_request(q, batch[i]);
+                        queue_dispatch(q, batch[i], n - 1 - i + pending);
 
                 if (n == QUEUE_BATCH)
                         continue;
@@ -202,10 +281,33 @@ static void queue_stop(Queue *q) {
         (void) eventfd_write(q->wake_fd, 1);
         pthread_join(q->thread, NULL);
         q->thread_running = false;
-        /* Inline processing completes everything before the thread exits; requests handed to other
-         * threads finish on their own and are waited for here. */
-        while (atomic_load_explicit(&q->inflight, memory_order_acquire) > 0)
-                usleep(100);
+        /* Inline processing completes everything before the thread exits; requests handed to pool
+         * workers or helpers finish on their own and are waited for here. A lock wait (SETLKW) may
+         * never finish on its own (its holder may be in the stopped guest): after a grace period
+         * blocking waits are cancelled, which answers them with EINTR. */
+        pthread_mutex_lock(&q->lock);
+        while (atomic_load_explicit(&q->inflight, memory_order_acquire) > 0) {
+                struct timespec until;
+
+                clock_gettime(CLOCK_MONOTONIC, &until);
+                until.tv_nsec += QUEUE_STOP_GRACE_MS * 1000000L;
+                if (until.tv_nsec >= 1000000000L) {
+                        until.tv_sec++;
+                        until.tv_nsec -= 1000000000L;
+                }
+                while (atomic_load_explicit(&q->inflight, memory_order_acquire) > 0)
+                        if (pthread_cond_timedwait(&q->idle_cond, &q->lock, &until) == ETIMEDOUT)
+                                break;
+                if (atomic_load_explicit(&q->inflight, memory_order_acquire) == 0)
+                        break;
+                /* Again every grace period: a wait that began after the last round is cancelled
+                 * in the next. */
+                pthread_mutex_unlock(&q->lock);
+                log_debug("Queue %u: stopping with a blocking wait in flight, cancelling it", q->index);
+                fuse_server_cancel_waits(q->dev->fs);
+                pthread_mutex_lock(&q->lock);
+        }
+        pthread_mutex_unlock(&q->lock);
         atomic_store(&q->stopping, false);
 }
 
@@ -255,6 +357,15 @@ static void queue_init(Queue *q, Device *d, unsigned index) {
         };
         q->vq.index = index;
         pthread_mutex_init(&q->lock, NULL);
+        {
+                /* queue_stop() waits on it with a deadline: measure that on the monotonic clock. */
+                pthread_condattr_t attr;
+
+                pthread_condattr_init(&attr);
+                pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+                pthread_cond_init(&q->idle_cond, &attr);
+                pthread_condattr_destroy(&attr);
+        }
 }
 
 /* Back to the state of a fresh connection; keeps the wake fd. */
@@ -298,11 +409,21 @@ Device *device_free(Device *d) {
         for (unsigned i = 0; i < d->n_queues; i++) {
                 queue_reset(&d->queues[i]);
                 safe_close(d->queues[i].wake_fd);
+                executor_detach_queue(&d->queues[i].exec);
                 pthread_mutex_destroy(&d->queues[i].lock);
+                pthread_cond_destroy(&d->queues[i].idle_cond);
         }
         guest_memory_unref(d->mem);
         free(d);
         return NULL;
+}
+
+void device_attach(Device *d, Executor *e, Stats *s) {
+        d->executor = e;
+        d->stats = s;
+        if (e)
+                for (unsigned i = 0; i < d->n_queues; i++)
+                        executor_attach_queue(e, &d->queues[i].exec);
 }
 
 void device_reset(Device *d) {

@@ -1,11 +1,18 @@
 /* device.h: the virtio-fs device: its queues, their threads, and the memory they see.
  *
  * The main thread (vhost-user messages) configures queues; one thread per started queue pops
- * chains and hands each request to the FUSE server. Locking, per queue only (no device-wide lock
- * on the data path):
- *   Queue.lock  serialises everything that touches one ring: pop, push/notify, the call fd, and
- *               reconfiguration (memory swap, stop). Held for short ring operations, never across
- *               file I/O.
+ * chains and, as the executor decides (executor.h: inline, pool or auto), runs each request itself
+ * or hands it to a pool worker or a helper thread. Whoever finishes a request pushes it to the used
+ * ring and notifies the guest. Locking, per queue only (no device-wide lock on the data path):
+ *   Queue.lock  serialises everything that touches one ring: pop, push/notify, the call fd,
+ *               reconfiguration (memory swap, stop), and the in-flight count of the queue
+ *               (Queue.idle_cond is signalled under it when that count drops to zero, for
+ *               queue_stop()). Held for short ring operations, never across file I/O.
+ * Queue.exec (the executor's per-queue estimates and counters) is written without a lock: by the
+ * queue thread, and estimates also by workers finishing this queue's requests (relaxed atomics).
+ * A request's completion is the last time a worker touches its Queue: after it, queue_stop() may
+ * return and the queue be reset or freed. queue_stop() (GET_VRING_BASE, reset) waits for every
+ * request of the queue still running elsewhere, cancelling blocking lock waits after a grace period.
  * The memory table is an immutable refcounted snapshot (guest-memory.h): each popped request
  * holds the snapshot its buffers live in. */
 #pragma once
@@ -15,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "executor.h"
 #include "fuse-server.h"
 #include "guest-memory.h"
 #include "vhost-user.h"
@@ -25,6 +33,7 @@
 #define DEVICE_HIPRIO_QUEUE 0
 
 typedef struct Device Device;
+typedef struct Stats Stats; /* stats.h includes this header */
 
 typedef struct Queue {
         Device *dev;
@@ -46,8 +55,11 @@ typedef struct Queue {
 
         atomic_bool enabled;
         atomic_bool stopping;
-        _Atomic unsigned inflight; /* popped, not yet pushed */
+        _Atomic unsigned inflight; /* popped, not yet pushed; changed under lock */
+        pthread_cond_t idle_cond;  /* inflight reached 0; with lock */
         bool broken_logged;
+
+        ExecQueue exec; /* see the header comment */
 } Queue;
 
 struct Device {
@@ -59,11 +71,18 @@ struct Device {
         uint64_t protocol_features; /* acked by SET_PROTOCOL_FEATURES */
         GuestMemory *mem;           /* the current table; main thread only */
         bool owner_set;
+
+        /* Set once by device_attach() before any queue starts; NULL = inline, no statistics. */
+        Executor *executor;
+        Stats *stats;
 };
 
 int device_new(Device **ret, FuseServer *fs, unsigned n_request_queues);
 Device *device_free(Device *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Device *, device_free);
+
+/* Where requests run and where they are counted; both outlive the device. Before any queue starts. */
+void device_attach(Device *d, Executor *e, Stats *s);
 
 uint64_t device_offered_features(void);
 uint64_t device_offered_protocol_features(void);

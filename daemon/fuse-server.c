@@ -649,8 +649,11 @@ static int do_write(Req *r) {
         niov = chain_peek_iov(r->data, wi->size, iov, ELEMENTSOF(iov));
         if (niov < 0)
                 return -EINVAL;
+        /* WRITE_KILL_SUIDGID (7.31's WRITE_KILL_PRIV) is honoured whatever was negotiated: Linux sets
+         * it on direct-I/O writes by callers without CAP_FSETID and, on that path, does not clear
+         * the bits itself (cache=never would otherwise keep set-uid after an unprivileged write). */
         n = r->s->ops->write(r->s->fs, &r->ctx, r->in.nodeid, wi->fh, wi->offset, iov, (unsigned) niov,
-                             negotiated(r, FUSE_HANDLE_KILLPRIV_V2) && (wi->write_flags & FUSE_WRITE_KILL_SUIDGID));
+                             (wi->write_flags & FUSE_WRITE_KILL_SUIDGID) != 0);
         if (n < 0)
                 return (int) n;
         wo.size = (uint32_t) n;
@@ -925,8 +928,8 @@ static int do_lseek(Req *r) {
         struct fuse_lseek_out o = { 0 };
         int64_t off;
 
-        if (l->offset > INT64_MAX)
-                return -EINVAL;
+        /* The offset is signed for lseek(2); a negative one is the host's to answer (ENXIO for
+         * SEEK_DATA/SEEK_HOLE, EINVAL for SEEK_SET), as it would be for a local file. */
         off = r->s->ops->lseek(r->s->fs, &r->ctx, r->in.nodeid, l->fh, (int64_t) l->offset, (int) l->whence);
         if (off < 0)
                 return (int) off;
@@ -1189,6 +1192,17 @@ void fuse_server_reset(FuseServer *s) {
         atomic_store(&s->flags, 0);
         session_reset(s, false);
         pthread_mutex_unlock(&s->session_lock);
+}
+
+void fuse_server_cancel_waits(FuseServer *s) {
+        GHashTableIter it;
+        gpointer k, v;
+
+        pthread_mutex_lock(&s->waiters_lock);
+        g_hash_table_iter_init(&it, s->waiters);
+        while (g_hash_table_iter_next(&it, &k, &v))
+                atomic_store(&((Waiter *) v)->interrupted, true);
+        pthread_mutex_unlock(&s->waiters_lock);
 }
 
 int fuse_server_set_cache_policy(FuseServer *s, CachePolicy p) {

@@ -31,6 +31,11 @@ uint32_t fuse_server_process(FuseServer *s, ChainIter *in, ChainIter *out, FuseR
 /* Drops every inode and handle of the session (frontend disconnected or device reset). */
 void fuse_server_reset(FuseServer *s);
 
+/* Ends every blocking wait in progress (SETLKW) with EINTR, as if the guest had interrupted it:
+ * the device calls it when a queue must stop while such a request is still waiting (a stopped VM
+ * cannot release the lock it waits for). Other requests are not affected. */
+void fuse_server_cancel_waits(FuseServer *s);
+
 /* The live cache policy: new lookups and opens follow it at once. */
 int fuse_server_set_cache_policy(FuseServer *s, CachePolicy p);
 CachePolicy fuse_server_get_cache_policy(FuseServer *s);

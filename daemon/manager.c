@@ -12,14 +12,22 @@
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
+#include "bus.h"
 #include "log.h"
 #include "vhost-user.h"
 
 /* A frontend that stops in the middle of a message must not freeze the main loop forever. */
 #define VHOST_USER_RECV_TIMEOUT_SEC 5
 
+/* How often STATUS= is refreshed: the request rate changes continuously, and mode and cache policy
+ * can be switched over D-Bus at any time. */
+#define STATUS_INTERVAL_USEC (5 * 1000000ULL)
+
 int manager_new(Manager **ret, const Config *c) {
         _cleanup_(manager_freep) Manager *m = NULL;
+        const char *why = NULL;
+        ThreadMode mode;
+        unsigned pool_size;
         int r;
 
         m = calloc(1, sizeof *m);
@@ -37,6 +45,17 @@ int manager_new(Manager **ret, const Config *c) {
         r = device_new(&m->device, m->fs, c->n_request_queues);
         if (r < 0)
                 return log_error_errno(r, "Failed to create the device: %m");
+
+        r = executor_mode_from_options(c->threads, c->thread_pool_size, &mode, &pool_size, &why);
+        if (r < 0)
+                return log_error_errno(r, "%s", why);
+        r = executor_new(&m->executor, mode, pool_size);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start the %s threads: %m", thread_mode_to_string(mode));
+        r = stats_new(&m->stats);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up statistics: %m");
+        device_attach(m->device, m->executor, m->stats);
         *ret = TAKE_PTR(m);
         return 0;
 }
@@ -49,9 +68,13 @@ static void manager_close_connection(Manager *m) {
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
+        m->bus = bus_free(m->bus); /* first: its handlers look at everything below */
+        m->status_timer = sd_event_source_disable_unref(m->status_timer);
         manager_close_connection(m);
         m->listen_source = sd_event_source_disable_unref(m->listen_source);
-        m->device = device_free(m->device);
+        m->device = device_free(m->device); /* first: waits for requests still on workers */
+        m->executor = executor_free(m->executor);
+        m->stats = stats_free(m->stats);
         m->fs = fuse_server_free(m->fs);
         m->listen_fd = safe_close(m->listen_fd);
         if (m->socket_path)
@@ -66,9 +89,42 @@ Manager *manager_free(Manager *m) {
         return NULL;
 }
 
+/* One STATUS= line: connection state, queues, thread mode, cache policy and the request rate
+ * measured by the periodic refresh (on_status_timer()). */
 static void manager_status(Manager *m, const char *state) {
-        (void) sd_notifyf(false, "STATUS=%s; %u of %u queues running", state, device_running_queues(m->device),
-                          m->device->n_queues);
+        ExecutorState es;
+        char pool[32] = "", rate[32] = "";
+
+        executor_get_state(m->executor, &es);
+        if (es.mode != THREAD_MODE_INLINE)
+                snprintf(pool, sizeof pool, " (%u threads)", es.pool_size);
+        if (m->status_rate >= 0)
+                snprintf(rate, sizeof rate, "; %.0f req/s", m->status_rate);
+        (void) sd_notifyf(false, "STATUS=%s; %u of %u queues running; threads %s%s; cache %s%s", state,
+                          device_running_queues(m->device), m->device->n_queues, thread_mode_to_string(es.mode),
+                          pool, cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate);
+}
+
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        StatsSnapshot snap;
+        uint64_t now, requests = 0;
+
+        stats_snapshot(m->stats, &snap);
+        for (size_t i = 0; i < ELEMENTSOF(snap.op); i++)
+                requests += snap.op[i].requests;
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+        /* A statistics reset (D-Bus) makes the counter go back: start measuring again. */
+        if (m->status_usec > 0 && now > m->status_usec && requests >= m->status_requests)
+                m->status_rate = (double) (requests - m->status_requests) * 1e6 / (double) (now - m->status_usec);
+        else
+                m->status_rate = -1;
+        m->status_requests = requests;
+        m->status_usec = now;
+        manager_status(m, m->conn_fd >= 0 ? "Frontend connected" : "Waiting for a frontend");
+
+        (void) sd_event_source_set_time_relative(s, STATUS_INTERVAL_USEC);
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
 }
 
 /* The frontend is gone: stop the queues, drop the guest's memory and the session's inodes. */
@@ -77,6 +133,7 @@ static void manager_disconnect(Manager *m, const char *why) {
         manager_close_connection(m);
         device_reset(m->device);
         fuse_server_reset(m->fs);
+        bus_device_changed(m->bus);
 
         if (m->config->keep_listening) {
                 (void) sd_event_source_set_enabled(m->listen_source, SD_EVENT_ON);
@@ -84,6 +141,7 @@ static void manager_disconnect(Manager *m, const char *why) {
                 return;
         }
         /* One VM per process: exit cleanly so socket activation starts a fresh instance next time. */
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Frontend disconnected, exiting");
         (void) sd_event_exit(m->event, 0);
 }
 
@@ -107,7 +165,9 @@ static int on_connection_io(sd_event_source *s, int fd, uint32_t revents, void *
                 log_warning_errno(r, "Dropping the frontend connection after %s: %m",
                                   vhost_user_request_to_string(msg.hdr.request));
                 manager_disconnect(m, "reply failed");
+                return 0;
         }
+        bus_device_changed(m->bus); /* features or running queues may have changed */
         return 0;
 }
 
@@ -134,6 +194,7 @@ static int on_listen_io(sd_event_source *s, int fd, uint32_t revents, void *user
         /* One frontend at a time: a vhost-user device has exactly one driver. */
         (void) sd_event_source_set_enabled(m->listen_source, SD_EVENT_OFF);
         log_info("Frontend connected");
+        bus_device_changed(m->bus);
         manager_status(m, "Frontend connected");
         return 0;
 }
@@ -253,6 +314,12 @@ int manager_run(Manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to watch signals: %m");
         (void) sd_event_set_watchdog(m->event, true);
+        m->status_rate = -1;
+        r = sd_event_add_time_relative(m->event, &m->status_timer, CLOCK_MONOTONIC, STATUS_INTERVAL_USEC, 0,
+                                       on_status_timer, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the status timer: %m");
+        (void) sd_event_source_set_description(m->status_timer, "status");
 
         log_info("Serving %s, %u request queue%s", m->config->shared_dir, m->config->n_request_queues,
                  m->config->n_request_queues == 1 ? "" : "s");

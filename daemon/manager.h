@@ -6,13 +6,18 @@
 
 #include "config.h"
 #include "device.h"
+#include "executor.h"
 #include "fuse-server.h"
+#include "stats.h"
 
 typedef struct Manager {
         const Config *config;
         sd_event *event;
         FuseServer *fs;
         Device *device;
+        Executor *executor; /* threading mode and pool: executor_set_mode() switches live */
+        Stats *stats;       /* request statistics: stats_snapshot() / stats_reset() */
+        struct Bus *bus;    /* the D-Bus control object (bus.h); NULL without a bus */
 
         int listen_fd;
         char *socket_path; /* the socket we created (removed at exit), NULL with --fd/activation */
@@ -23,6 +28,12 @@ typedef struct Manager {
         int conn_fd;
         sd_event_source *conn_source;
         unsigned n_connections;
+
+        /* STATUS= for the service manager, refreshed periodically (see manager_status()). */
+        sd_event_source *status_timer;
+        uint64_t status_requests; /* requests counted at the last refresh */
+        uint64_t status_usec;     /* CLOCK_MONOTONIC of the last refresh, 0 before the first */
+        double status_rate;       /* requests/s over the last interval, < 0 while unknown */
 } Manager;
 
 int manager_new(Manager **ret, const Config *c);

@@ -1,5 +1,6 @@
 /* test-fuse-server.c: FUSE decoding, validation, dispatch and replies over a temporary directory. */
 #include <check.h>
+#include <stdatomic.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,8 @@
 static char tmpdir[] = "/tmp/test-fuse-server-XXXXXX";
 static char share[128], outside[128], secret[128];
 static FuseServer *srv;
-static uint64_t next_unique = 2;
+/* Atomic: the concurrency test calls call_full() from several threads. */
+static _Atomic uint64_t next_unique = 2;
 
 /* ---- request construction ---- */
 
@@ -144,7 +146,7 @@ static int call_full(uint32_t opcode, uint64_t nodeid, const Args *a, size_t out
         struct fuse_in_header h = {
                 .len = (uint32_t) (sizeof h + alen),
                 .opcode = opcode,
-                .unique = next_unique,
+                .unique = atomic_fetch_add(&next_unique, 2),
                 .nodeid = nodeid,
                 .uid = caller.uid,
                 .gid = caller.gid,
@@ -152,7 +154,6 @@ static int call_full(uint32_t opcode, uint64_t nodeid, const Args *a, size_t out
         };
         int r;
 
-        next_unique += 2;
         memcpy(req, &h, sizeof h);
         if (alen)
                 memcpy(req + sizeof h, a->buf, alen);
@@ -1120,6 +1121,15 @@ START_TEST(test_misc_ops) {
                 ls.whence = 77;
                 memcpy(a->buf, &ls, sizeof ls);
                 ck_assert_int_eq(call(FUSE_LSEEK, e.nodeid, a, NULL, 0), -EINVAL);
+                /* A negative offset is the host's to judge, as lseek(2) on the guest would: ENXIO
+                 * for SEEK_DATA/SEEK_HOLE, not a blanket EINVAL. */
+                ls.offset = (uint64_t) -1;
+                ls.whence = SEEK_DATA;
+                memcpy(a->buf, &ls, sizeof ls);
+                ck_assert_int_eq(call(FUSE_LSEEK, e.nodeid, a, NULL, 0), -ENXIO);
+                ls.whence = SEEK_HOLE;
+                memcpy(a->buf, &ls, sizeof ls);
+                ck_assert_int_eq(call(FUSE_LSEEK, e.nodeid, a, NULL, 0), -ENXIO);
         }
         /* COPY_FILE_RANGE */
         {
@@ -1178,6 +1188,33 @@ START_TEST(test_misc_ops) {
                 ck_assert_int_eq(call(FUSE_MKNOD, 1, a, NULL, 0), -EPERM);
         }
         ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+        free(a);
+}
+END_TEST
+
+/* A direct-I/O write by an unprivileged guest caller carries WRITE_KILL_SUIDGID and the guest
+ * clears nothing itself: the server must, with or without HANDLE_KILLPRIV_V2. */
+START_TEST(test_write_kill_suidgid) {
+        struct fuse_entry_out e;
+        uint64_t fh;
+        struct stat st;
+        Args *a = args_new();
+        struct fuse_write_in w = { .size = 1 };
+
+        do_init_flags(0x7bfffffb & ~(uint32_t) FUSE_HANDLE_KILLPRIV_V2, 0xb, NULL);
+        ck_assert_int_eq(create(1, "suid", O_RDWR | O_CREAT, S_IFREG | 0755, &e, &fh), 0);
+        ck_assert_int_eq(chmod(share_path("suid"), 06755), 0);
+        /* without the flag (a privileged writer) the bits stay */
+        ck_assert_int_eq(write_req(e.nodeid, fh, 0, "a", 1), 0);
+        ck_assert_int_eq(stat(share_path("suid"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 06755);
+        w.fh = fh;
+        w.write_flags = FUSE_WRITE_KILL_SUIDGID;
+        args_add(a, &w, sizeof w);
+        args_add(a, "b", 1);
+        ck_assert_int_eq(call(FUSE_WRITE, e.nodeid, a, NULL, sizeof(struct fuse_write_out)), 0);
+        ck_assert_int_eq(stat(share_path("suid"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0755);
         free(a);
 }
 END_TEST
@@ -1803,6 +1840,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_setattr);
         tcase_add_test(tc, test_misc_ops);
         tcase_add_test(tc, test_xattr);
+        tcase_add_test(tc, test_write_kill_suidgid);
         tcase_add_test(tc, test_xattr_disabled);
         tcase_add_test(tc, test_escape_symlinks);
         tcase_add_test(tc, test_escape_special_files);

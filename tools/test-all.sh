@@ -72,6 +72,19 @@ if meson introspect build --tests | grep -q '"stress"'; then
         run_suite build-tsan tsan --suite unit --suite stress
 fi
 
+# 4. Fuzzing: the libFuzzer targets (clang, ASan+UBSan), each replaying its seeds and then fuzzing
+#    for VUFSD_FUZZ_SECONDS (60 s by default; docs/fuzzing.md).
+#    Only the targets are built here (with -Werror): the clang build of the rest is not this stage's
+#    business, and a warning there must not stop the fuzzing.
+fuzz_opts=(--werror -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false)
+if [ -d build-fuzz ]; then
+        CC=clang meson setup --reconfigure build-fuzz "${fuzz_opts[@]}" >/dev/null
+else
+        CC=clang meson setup build-fuzz "${fuzz_opts[@]}"
+fi
+meson compile -C build-fuzz tests/fuzz/fuzz-vhost-user tests/fuzz/fuzz-virtqueue tests/fuzz/fuzz-fuse
+run_suite build-fuzz "" --no-rebuild --suite fuzz
+
 echo
 if [ ${#failed_names[@]} -gt 0 ]; then
         printf 'failed: %s\n' "${failed_names[@]}"

@@ -1,0 +1,697 @@
+/* executor.c: inline, pool and auto request execution, switchable while requests flow.
+ *
+ * Data path. Each queue thread asks executor_route() where the request it just popped runs. That
+ * reads the mode (one relaxed atomic load of a word written only on a switch) and the queue's own
+ * ExecQueue; the inline path takes no lock and writes nothing shared. Handing a request over appends
+ * it to a worker set's list under that set's mutex (a mutex + condvar MPMC list: a hand-off wakes a
+ * thread anyway, which costs far more than the uncontended lock).
+ *
+ * Two worker sets:
+ *   pool     N workers (pool and auto modes; none in inline mode). Requests are taken in FIFO
+ *            order by whichever worker is free.
+ *   helpers  threads for requests that wait on something the guest controls (SETLKW: until another
+ *            owner unlocks). They must not occupy the pool, or a pool of one would stall behind a
+ *            lock wait; and in inline mode they must not occupy the queue thread. A helper is
+ *            created when no idle helper is left (at most EXECUTOR_MAX_HELPERS; beyond that lock
+ *            waits queue behind each other, never behind other requests) and exits after
+ *            EXEC_HELPER_LINGER_MS idle.
+ *
+ * Switching. executor_set_mode() (control thread, decisions serialised by ctl_lock) sets the pool's
+ * target size and then publishes the mode; queue threads see the new mode at their next request, so
+ * a switch takes effect within one request's service time. A request is handed over by exactly one
+ * queue thread into exactly one list and taken by exactly one worker (under the set's lock), so no
+ * switch can lose or duplicate it: work already in the pool when the mode goes back to inline is
+ * finished by the pool. Growing creates the missing workers before set_mode returns (the mode is
+ * published first: requests handed over meanwhile wait for the workers coming up). Shrinking only
+ * lowers the target: idle workers are woken one after another and exit, busy ones after their
+ * current request; the last worker never exits while work is queued (so inline mode, target 0,
+ * still drains the pool). A queue thread that read "pool" just before a switch to inline may hand
+ * over to an empty pool; executor_submit() then starts a worker for it. Exited workers are joined
+ * by later control calls (without waiting for threads still on their way out) and by
+ * executor_free().
+ *
+ * Auto mode, per request (documented for operators in docs/threading.md):
+ *   1. SETLKW goes to a helper (as in every mode).
+ *   2. A may-block class (large READ/WRITE >= 128 KiB, FSYNC, FSYNCDIR, SYNCFS, FALLOCATE,
+ *      COPY_FILE_RANGE) whose estimated service time is at least EXEC_SLOW_NS goes to the pool, so
+ *      it never holds up the requests queued behind it.
+ *   3. Otherwise, with backlog B requests waiting behind it in this queue (the rest of the popped
+ *      batch plus what vq_pending() saw in the ring) and estimate S for its class: if
+ *      (B + 1) * S > EXEC_BACKLOG_BUDGET_NS, the queue has backed up: hand it to the pool, unless
+ *      the pool already has twice as many requests waiting as it has workers (then the queue thread
+ *      helps by running it). Else run it inline, in guest order.
+ *   Estimates are per queue and class: an EWMA (weight 1/8) of measured inline service times. A
+ *   handed-off request's latency (wait + service) is an upper bound of its service time, so it can
+ *   only lower an estimate; that is how a class first judged slow (may-block classes start at 1 ms)
+ *   comes back inline once it proves cheap. With the starting estimate of 12.5 µs for metadata and
+ *   small I/O, rule 3 hands off from 4 waiting requests, like the anchors' auto-switch prototype
+ *   (inline up to 3 queued); as requests prove cheaper the threshold rises (2 µs GETATTRs stay
+ *   inline up to 24 waiting), as they prove slower it falls to 1. */
+#include "executor.h"
+
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+
+#define EXEC_BACKLOG_BUDGET_NS 50000u /* auto: work waiting in one queue before it is shared out */
+#define EXEC_SLOW_NS 200000u          /* auto: may-block classes at least this slow always leave */
+#define EXEC_EWMA_SHIFT 3             /* estimate += (sample - estimate) / 8 */
+#define EXEC_HELPER_LINGER_MS 1000
+
+static const uint32_t est_initial_ns[_EXEC_CLASS_MAX] = {
+        [EXEC_CLASS_META] = 12500,       [EXEC_CLASS_DIR] = 25000,     [EXEC_CLASS_IO] = 12500,
+        [EXEC_CLASS_LARGE_IO] = 1000000, [EXEC_CLASS_SYNC] = 1000000, [EXEC_CLASS_LOCK_WAIT] = 1000000,
+};
+
+typedef struct WorkerSet WorkerSet;
+
+typedef struct Worker {
+        struct Worker *next; /* WorkerSet.dead once exited */
+        pthread_t thread;
+        WorkerSet *set;
+        unsigned id;
+} Worker;
+
+struct WorkerSet {
+        const char *name;
+        bool helpers; /* on demand, linger, one request per thread; else a sized pool */
+
+        /* Guards the work list and the worker bookkeeping below. Taken by queue threads handing work
+         * over, by workers taking it, and by control calls; held only for list and counter updates,
+         * never while a request runs or a thread is created. */
+        pthread_mutex_t lock;
+        pthread_cond_t work_cond; /* idle workers: work arrived, or the target shrank */
+        pthread_cond_t exit_cond; /* executor_free(): the last worker exited */
+        ExecWork *head, *tail;
+        _Atomic unsigned queued; /* length of the list; written under lock, read lock-free by auto */
+        _Atomic unsigned live;   /* workers alive or being created; written under lock */
+        unsigned idle;           /* workers waiting on work_cond */
+        unsigned target;         /* pool: workers wanted; helpers: 0 */
+        unsigned cap;
+        bool stopping;
+        Worker *dead; /* exited, waiting to be joined */
+        unsigned next_id;
+        _Atomic uint64_t submitted;
+};
+
+struct Executor {
+        _Atomic int mode; /* ThreadMode; written under ctl_lock, read by every queue thread */
+
+        /* Serialises control-plane decisions (set_mode, get_state, queue attach/detach, free); not
+         * held while set_mode creates threads. Never taken on the data path. */
+        pthread_mutex_t ctl_lock;
+        unsigned pool_size;
+        uint64_t switches;
+        ExecQueue *queues;
+        /* Counters of detached queues. */
+        uint64_t gone_inline, gone_pool, gone_helper, gone_auto_inline, gone_auto_pool;
+
+        WorkerSet pool, helpers;
+};
+
+static const char *const thread_mode_table[_THREAD_MODE_MAX] = {
+        [THREAD_MODE_INLINE] = "inline",
+        [THREAD_MODE_POOL] = "pool",
+        [THREAD_MODE_AUTO] = "auto",
+};
+
+const char *thread_mode_to_string(ThreadMode m) {
+        if (m < 0 || m >= _THREAD_MODE_MAX)
+                return NULL;
+        return thread_mode_table[m];
+}
+
+ThreadMode thread_mode_from_string(const char *s) {
+        if (!s)
+                return _THREAD_MODE_INVALID;
+        for (int i = 0; i < _THREAD_MODE_MAX; i++)
+                if (streq(s, thread_mode_table[i]))
+                        return (ThreadMode) i;
+        return _THREAD_MODE_INVALID;
+}
+
+unsigned executor_default_pool_size(void) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+        if (n < 1)
+                n = 1;
+        return (unsigned) MIN(MAX(2 * n, 4L), 64L);
+}
+
+int executor_mode_from_options(const char *threads, int pool_size, ThreadMode *ret_mode, unsigned *ret_size,
+                               const char **ret_error) {
+        ThreadMode m;
+        const char *dummy;
+
+        if (!ret_error)
+                ret_error = &dummy;
+        if (pool_size > EXECUTOR_MAX_POOL_SIZE) {
+                *ret_error = "--thread-pool-size must be 0..1024";
+                return -ERANGE;
+        }
+        if (!threads) {
+                /* virtiofsd's meaning: 0 (or nothing) = no pool, N = a pool of N. */
+                *ret_mode = pool_size > 0 ? THREAD_MODE_POOL : THREAD_MODE_INLINE;
+                *ret_size = pool_size > 0 ? (unsigned) pool_size : executor_default_pool_size();
+                return 0;
+        }
+        m = thread_mode_from_string(threads);
+        if (m < 0) {
+                *ret_error = "--threads must be inline, pool or auto";
+                return -EINVAL;
+        }
+        if (m != THREAD_MODE_INLINE && pool_size == 0) {
+                *ret_error = "--thread-pool-size=0 means inline; pool and auto need at least 1 worker";
+                return -EINVAL;
+        }
+        *ret_mode = m;
+        *ret_size = pool_size > 0 ? (unsigned) pool_size : executor_default_pool_size();
+        return 0;
+}
+
+/* ---- worker sets ---- */
+
+static void worker_set_init(WorkerSet *ws, const char *name, bool helpers, unsigned cap) {
+        pthread_condattr_t attr;
+
+        *ws = (WorkerSet) { .name = name, .helpers = helpers, .cap = cap };
+        pthread_mutex_init(&ws->lock, NULL);
+        /* Helpers time out while idle: measure that on the monotonic clock. */
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&ws->work_cond, &attr);
+        pthread_condattr_destroy(&attr);
+        pthread_cond_init(&ws->exit_cond, NULL);
+}
+
+static void worker_set_done(WorkerSet *ws) {
+        pthread_mutex_destroy(&ws->lock);
+        pthread_cond_destroy(&ws->work_cond);
+        pthread_cond_destroy(&ws->exit_cond);
+}
+
+/* Whether a pool worker (not a helper) should exit now. Under ws->lock. */
+static bool pool_worker_retires_locked(WorkerSet *ws) {
+        unsigned live = atomic_load_explicit(&ws->live, memory_order_relaxed);
+
+        if (live <= ws->target)
+                return false;
+        /* Over target: leave if there is nothing to do, or if enough workers remain to do it. The
+         * last one stays until the list is empty (inline mode drains what was handed over). */
+        return !ws->head || live - 1 >= MAX(ws->target, 1u);
+}
+
+static ExecWork *worker_set_pop_locked(WorkerSet *ws) {
+        ExecWork *w = ws->head;
+
+        if (!w)
+                return NULL;
+        ws->head = w->next;
+        if (!ws->head)
+                ws->tail = NULL;
+        w->next = NULL;
+        atomic_store_explicit(&ws->queued, atomic_load_explicit(&ws->queued, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        return w;
+}
+
+static void *worker_main(void *userdata) {
+        Worker *self = userdata;
+        WorkerSet *ws = self->set;
+        char name[16];
+
+        snprintf(name, sizeof name, "vufsd-%s%u", ws->name, self->id);
+        (void) pthread_setname_np(pthread_self(), name);
+
+        pthread_mutex_lock(&ws->lock);
+        for (;;) {
+                ExecWork *w;
+
+                if (!ws->helpers && pool_worker_retires_locked(ws))
+                        break;
+                w = worker_set_pop_locked(ws);
+                if (w) {
+                        pthread_mutex_unlock(&ws->lock);
+                        w->run(w);
+                        pthread_mutex_lock(&ws->lock);
+                        continue;
+                }
+                if (ws->stopping)
+                        break;
+
+                ws->idle++;
+                if (ws->helpers) {
+                        struct timespec until;
+                        int r;
+
+                        clock_gettime(CLOCK_MONOTONIC, &until);
+                        until.tv_sec += EXEC_HELPER_LINGER_MS / 1000;
+                        until.tv_nsec += (EXEC_HELPER_LINGER_MS % 1000) * 1000000L;
+                        if (until.tv_nsec >= 1000000000L) {
+                                until.tv_sec++;
+                                until.tv_nsec -= 1000000000L;
+                        }
+                        r = pthread_cond_timedwait(&ws->work_cond, &ws->lock, &until);
+                        ws->idle--;
+                        if (r == ETIMEDOUT && !ws->head)
+                                break;
+                } else {
+                        pthread_cond_wait(&ws->work_cond, &ws->lock);
+                        ws->idle--;
+                }
+        }
+        atomic_store_explicit(&ws->live, atomic_load_explicit(&ws->live, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        /* Shrinking wakes one idle worker at a time, each passing it on: waking hundreds at once
+         * would leave the CPUs to a crowd of exiting threads and stall everything else. */
+        if (!ws->helpers && atomic_load_explicit(&ws->live, memory_order_relaxed) > ws->target && ws->idle > 0)
+                pthread_cond_signal(&ws->work_cond);
+        self->next = ws->dead;
+        ws->dead = self;
+        if (atomic_load_explicit(&ws->live, memory_order_relaxed) == 0)
+                pthread_cond_broadcast(&ws->exit_cond);
+        pthread_mutex_unlock(&ws->lock);
+        return NULL;
+}
+
+/* Joins workers that left. wait = false only takes those whose threads have fully ended (control
+ * calls must not wait for hundreds of retiring threads to be scheduled); the others stay for the
+ * next call. Any thread but a worker of ws; never under ws->lock. */
+static void worker_set_reap(WorkerSet *ws, bool wait) {
+        Worker *dead, *keep = NULL;
+
+        pthread_mutex_lock(&ws->lock);
+        dead = TAKE_PTR(ws->dead);
+        pthread_mutex_unlock(&ws->lock);
+        while (dead) {
+                Worker *n = dead->next;
+
+                if (wait ? pthread_join(dead->thread, NULL) == 0 : pthread_tryjoin_np(dead->thread, NULL) == 0)
+                        free(dead);
+                else {
+                        dead->next = keep;
+                        keep = dead;
+                }
+                dead = n;
+        }
+        if (keep) {
+                pthread_mutex_lock(&ws->lock);
+                while (keep) {
+                        Worker *n = keep->next;
+                        keep->next = ws->dead;
+                        ws->dead = keep;
+                        keep = n;
+                }
+                pthread_mutex_unlock(&ws->lock);
+        }
+}
+
+/* Creates n workers whose places the caller already reserved in ws->live. Returns how many were
+ * created; the places of the others are given back. Never under ws->lock. */
+static unsigned worker_set_spawn(WorkerSet *ws, unsigned n) {
+        unsigned created = 0;
+
+        for (; created < n; created++) {
+                Worker *w = calloc(1, sizeof *w);
+                int r;
+
+                if (!w)
+                        break;
+                w->set = ws;
+                pthread_mutex_lock(&ws->lock);
+                w->id = ws->next_id++;
+                pthread_mutex_unlock(&ws->lock);
+                r = pthread_create(&w->thread, NULL, worker_main, w);
+                if (r != 0) {
+                        free(w);
+                        log_debug("Cannot create a %s thread: %s", ws->name, strerror(r));
+                        break;
+                }
+        }
+        if (created < n) {
+                pthread_mutex_lock(&ws->lock);
+                atomic_store_explicit(&ws->live, atomic_load_explicit(&ws->live, memory_order_relaxed) - (n - created),
+                                      memory_order_relaxed);
+                if (atomic_load_explicit(&ws->live, memory_order_relaxed) == 0)
+                        pthread_cond_broadcast(&ws->exit_cond);
+                pthread_mutex_unlock(&ws->lock);
+        }
+        return created;
+}
+
+/* Sets the pool's target, reserving the places of missing workers (returned: the caller creates
+ * them with worker_set_spawn()); wakes an idle worker so that surplus ones leave. Control thread only. */
+static unsigned pool_set_target(WorkerSet *ws, unsigned target) {
+        unsigned live, grow = 0;
+
+        pthread_mutex_lock(&ws->lock);
+        ws->target = target;
+        live = atomic_load_explicit(&ws->live, memory_order_relaxed);
+        if (target > live) {
+                grow = target - live;
+                atomic_store_explicit(&ws->live, target, memory_order_relaxed);
+        } else if (target < live && ws->idle > 0)
+                pthread_cond_signal(&ws->work_cond); /* the first of a chain, see worker_main() */
+        pthread_mutex_unlock(&ws->lock);
+        return grow;
+}
+
+/* Runs queued work in the calling thread while the set has no worker at all (thread creation
+ * failed): late, but never lost. */
+static void worker_set_run_orphans(WorkerSet *ws) {
+        for (;;) {
+                ExecWork *w = NULL;
+
+                pthread_mutex_lock(&ws->lock);
+                if (atomic_load_explicit(&ws->live, memory_order_relaxed) == 0)
+                        w = worker_set_pop_locked(ws);
+                pthread_mutex_unlock(&ws->lock);
+                if (!w)
+                        return;
+                w->run(w);
+        }
+}
+
+/* ---- executor ---- */
+
+int executor_new(Executor **ret, ThreadMode mode, unsigned pool_size) {
+        Executor *e;
+        int r;
+
+        if (mode < 0 || mode >= _THREAD_MODE_MAX)
+                return -EINVAL;
+        if (pool_size < 1 || pool_size > EXECUTOR_MAX_POOL_SIZE)
+                return -ERANGE;
+        e = calloc(1, sizeof *e);
+        if (!e)
+                return -ENOMEM;
+        pthread_mutex_init(&e->ctl_lock, NULL);
+        worker_set_init(&e->pool, "w", false, EXECUTOR_MAX_POOL_SIZE);
+        worker_set_init(&e->helpers, "h", true, EXECUTOR_MAX_HELPERS);
+        e->pool_size = pool_size;
+        atomic_store(&e->mode, THREAD_MODE_INLINE);
+
+        r = executor_set_mode(e, mode, pool_size);
+        if (r < 0) {
+                executor_free(e);
+                return r;
+        }
+        e->switches = 0; /* the initial setting is not a switch */
+        *ret = e;
+        return 0;
+}
+
+static void worker_set_stop(WorkerSet *ws) {
+        pthread_mutex_lock(&ws->lock);
+        ws->stopping = true;
+        ws->target = 0;
+        pthread_cond_broadcast(&ws->work_cond);
+        while (atomic_load_explicit(&ws->live, memory_order_relaxed) > 0)
+                pthread_cond_wait(&ws->exit_cond, &ws->lock);
+        pthread_mutex_unlock(&ws->lock);
+        worker_set_reap(ws, true);
+}
+
+Executor *executor_free(Executor *e) {
+        if (!e)
+                return NULL;
+        /* Queues are stopped (nothing submits any more); workers finish what was handed to them. */
+        worker_set_stop(&e->pool);
+        worker_set_stop(&e->helpers);
+        pthread_mutex_lock(&e->ctl_lock);
+        while (e->queues) {
+                ExecQueue *q = e->queues;
+                e->queues = q->next;
+                q->executor = NULL;
+                q->next = NULL;
+        }
+        pthread_mutex_unlock(&e->ctl_lock);
+        worker_set_done(&e->pool);
+        worker_set_done(&e->helpers);
+        pthread_mutex_destroy(&e->ctl_lock);
+        free(e);
+        return NULL;
+}
+
+int executor_set_mode(Executor *e, ThreadMode mode, unsigned pool_size) {
+        unsigned grow;
+        bool changed;
+
+        if (mode < 0 || mode >= _THREAD_MODE_MAX)
+                return -EINVAL;
+        if (mode != THREAD_MODE_INLINE && (pool_size < 1 || pool_size > EXECUTOR_MAX_POOL_SIZE))
+                return -ERANGE;
+
+        pthread_mutex_lock(&e->ctl_lock);
+        if (mode == THREAD_MODE_INLINE)
+                pool_size = e->pool_size;
+        changed = atomic_load(&e->mode) != (int) mode || pool_size != e->pool_size;
+        e->pool_size = pool_size;
+        /* The new target first: a request handed over right after the mode flips finds the pool's
+         * new places reserved (live > 0), so it waits for a worker instead of starting one. Then the
+         * mode, at once: creating hundreds of threads takes a while (about 0.3 ms each here), and
+         * the switch must not wait for it; requests queue until the workers come up. */
+        grow = pool_set_target(&e->pool, mode == THREAD_MODE_INLINE ? 0 : pool_size);
+        atomic_store_explicit(&e->mode, mode, memory_order_release);
+        if (changed)
+                e->switches++;
+        pthread_mutex_unlock(&e->ctl_lock);
+
+        /* Outside ctl_lock, so that reading the state (the control plane, statistics) does not
+         * wait for thread creation. The places are reserved: a concurrent switch counts them. */
+        if (grow > 0) {
+                unsigned made = worker_set_spawn(&e->pool, grow);
+                if (made < grow) {
+                        log_warning("Pool: created %u of %u workers", made, grow);
+                        worker_set_run_orphans(&e->pool);
+                }
+        }
+
+        worker_set_reap(&e->pool, false);
+        worker_set_reap(&e->helpers, false);
+        if (changed)
+                log_debug("Threads: %s, pool of %u", thread_mode_to_string(mode), pool_size);
+        return 0;
+}
+
+static uint64_t counter_get(_Atomic uint64_t *c) {
+        return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+void executor_get_state(Executor *e, ExecutorState *ret) {
+        pthread_mutex_lock(&e->ctl_lock);
+        *ret = (ExecutorState) {
+                .mode = (ThreadMode) atomic_load(&e->mode),
+                .pool_size = e->pool_size,
+                .live_workers = atomic_load(&e->pool.live),
+                .switches = e->switches,
+                .auto_inline = e->gone_auto_inline,
+                .auto_pool = e->gone_auto_pool,
+                .inline_runs = e->gone_inline,
+                .pool_runs = e->gone_pool,
+                .helper_runs = e->gone_helper,
+                .pool_queued = atomic_load(&e->pool.queued),
+                .live_helpers = atomic_load(&e->helpers.live),
+        };
+        for (ExecQueue *q = e->queues; q; q = q->next) {
+                ret->auto_inline += counter_get(&q->n_auto_inline);
+                ret->auto_pool += counter_get(&q->n_auto_pool);
+                ret->inline_runs += counter_get(&q->n_inline);
+                ret->pool_runs += counter_get(&q->n_pool);
+                ret->helper_runs += counter_get(&q->n_helper);
+        }
+        pthread_mutex_unlock(&e->ctl_lock);
+}
+
+void executor_attach_queue(Executor *e, ExecQueue *q) {
+        *q = (ExecQueue) { .executor = e };
+        for (unsigned c = 0; c < _EXEC_CLASS_MAX; c++)
+                atomic_init(&q->est_ns[c], est_initial_ns[c]);
+        pthread_mutex_lock(&e->ctl_lock);
+        q->next = e->queues;
+        e->queues = q;
+        pthread_mutex_unlock(&e->ctl_lock);
+}
+
+void executor_detach_queue(ExecQueue *q) {
+        Executor *e = q->executor;
+
+        if (!e)
+                return;
+        pthread_mutex_lock(&e->ctl_lock);
+        for (ExecQueue **p = &e->queues; *p; p = &(*p)->next)
+                if (*p == q) {
+                        *p = q->next;
+                        break;
+                }
+        e->gone_auto_inline += counter_get(&q->n_auto_inline);
+        e->gone_auto_pool += counter_get(&q->n_auto_pool);
+        e->gone_inline += counter_get(&q->n_inline);
+        e->gone_pool += counter_get(&q->n_pool);
+        e->gone_helper += counter_get(&q->n_helper);
+        pthread_mutex_unlock(&e->ctl_lock);
+        q->executor = NULL;
+        q->next = NULL;
+}
+
+/* ---- data path ---- */
+
+ExecClass exec_classify(const ChainIter *in, uint32_t *ret_opcode) {
+        ChainIter it = *in; /* a copy: the request stays unread for the FUSE server */
+        struct fuse_in_header h;
+
+        *ret_opcode = 0;
+        if (chain_read(&it, &h, sizeof h) < 0)
+                return EXEC_CLASS_META;
+        *ret_opcode = h.opcode;
+
+        switch (h.opcode) {
+        case FUSE_READ:
+        case FUSE_WRITE: {
+                /* fuse_read_in and fuse_write_in both start with fh, offset, size. */
+                uint8_t args[offsetof(struct fuse_read_in, size) + sizeof(uint32_t)];
+                uint32_t size;
+
+                _Static_assert(offsetof(struct fuse_read_in, size) == offsetof(struct fuse_write_in, size),
+                               "READ and WRITE carry their size at the same offset");
+                if (chain_read(&it, args, sizeof args) < 0)
+                        return EXEC_CLASS_IO;
+                memcpy(&size, args + offsetof(struct fuse_read_in, size), sizeof size);
+                return size >= EXEC_LARGE_IO ? EXEC_CLASS_LARGE_IO : EXEC_CLASS_IO;
+        }
+        case FUSE_READDIR:
+        case FUSE_READDIRPLUS:
+                return EXEC_CLASS_DIR;
+        case FUSE_FSYNC:
+        case FUSE_FSYNCDIR:
+        case FUSE_SYNCFS:
+        case FUSE_FALLOCATE:
+        case FUSE_COPY_FILE_RANGE:
+                return EXEC_CLASS_SYNC;
+        case FUSE_SETLKW:
+                return EXEC_CLASS_LOCK_WAIT;
+        default:
+                return EXEC_CLASS_META;
+        }
+}
+
+/* Single-writer counter bump (the queue thread owns these). */
+static inline void qcount(_Atomic uint64_t *c) {
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+static ExecRoute auto_route(Executor *e, ExecQueue *q, ExecClass c, unsigned backlog) {
+        uint64_t est = atomic_load_explicit(&q->est_ns[c], memory_order_relaxed);
+        unsigned live, queued;
+
+        if ((c == EXEC_CLASS_LARGE_IO || c == EXEC_CLASS_SYNC) && est >= EXEC_SLOW_NS)
+                return EXEC_ROUTE_POOL;
+        if (backlog == 0 || ((uint64_t) backlog + 1) * est <= EXEC_BACKLOG_BUDGET_NS)
+                return EXEC_ROUTE_INLINE;
+        /* Backed up. Only now look at the pool's shared counters (lock-free reads). */
+        live = atomic_load_explicit(&e->pool.live, memory_order_relaxed);
+        queued = atomic_load_explicit(&e->pool.queued, memory_order_relaxed);
+        if (queued >= 2 * MAX(live, 1u))
+                return EXEC_ROUTE_INLINE;
+        return EXEC_ROUTE_POOL;
+}
+
+ExecRoute executor_route(ExecQueue *q, ExecClass c, unsigned backlog) {
+        Executor *e = q->executor;
+        ExecRoute r;
+
+        if (c == EXEC_CLASS_LOCK_WAIT) {
+                qcount(&q->n_helper);
+                return EXEC_ROUTE_HELPER;
+        }
+        switch ((ThreadMode) atomic_load_explicit(&e->mode, memory_order_relaxed)) {
+        case THREAD_MODE_POOL:
+                r = EXEC_ROUTE_POOL;
+                break;
+        case THREAD_MODE_AUTO:
+                r = auto_route(e, q, c, backlog);
+                qcount(r == EXEC_ROUTE_INLINE ? &q->n_auto_inline : &q->n_auto_pool);
+                break;
+        default:
+                r = EXEC_ROUTE_INLINE;
+                break;
+        }
+        qcount(r == EXEC_ROUTE_INLINE ? &q->n_inline : &q->n_pool);
+        return r;
+}
+
+void executor_account(ExecQueue *q, ExecClass c, uint64_t ns, bool ran_inline) {
+        uint32_t old = atomic_load_explicit(&q->est_ns[c], memory_order_relaxed);
+        uint32_t sample = (uint32_t) MIN(ns, (uint64_t) UINT32_MAX);
+        uint32_t next;
+
+        if (sample >= old) {
+                /* A latency that includes waiting says nothing about a rise in service time. */
+                if (!ran_inline)
+                        return;
+                next = old + ((sample - old) >> EXEC_EWMA_SHIFT);
+        } else
+                next = old - ((old - sample) >> EXEC_EWMA_SHIFT);
+        if (next != old)
+                /* Workers finishing this queue's requests may store concurrently: a lost update
+                 * only delays the estimate by one sample. */
+                atomic_store_explicit(&q->est_ns[c], next, memory_order_relaxed);
+}
+
+void executor_submit(Executor *e, ExecWork *w, ExecRoute route) {
+        WorkerSet *ws = route == EXEC_ROUTE_HELPER ? &e->helpers : &e->pool;
+        unsigned live, queued, spawn = 0;
+        bool wake;
+
+        w->next = NULL;
+        pthread_mutex_lock(&ws->lock);
+        if (ws->tail)
+                ws->tail->next = w;
+        else
+                ws->head = w;
+        ws->tail = w;
+        queued = atomic_load_explicit(&ws->queued, memory_order_relaxed) + 1;
+        atomic_store_explicit(&ws->queued, queued, memory_order_relaxed);
+        atomic_store_explicit(&ws->submitted, atomic_load_explicit(&ws->submitted, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        live = atomic_load_explicit(&ws->live, memory_order_relaxed);
+        if (ws->helpers) {
+                /* Every waiting request needs a thread of its own: an idle helper each, or a new one. */
+                if (ws->idle < queued && live < ws->cap)
+                        spawn = 1;
+        } else if (live == 0)
+                /* Switched to inline just after this queue thread chose the pool: start a worker to
+                 * drain it (the target is 0, so it leaves once the list is empty). */
+                spawn = 1;
+        atomic_store_explicit(&ws->live, live + spawn, memory_order_relaxed);
+        wake = ws->idle > 0;
+        pthread_mutex_unlock(&ws->lock);
+
+        if (wake)
+                pthread_cond_signal(&ws->work_cond);
+        if (spawn == 0)
+                return;
+
+        worker_set_reap(ws, false); /* exited helpers: helper churn has no control call */
+        if (worker_set_spawn(ws, 1) == 1)
+                return;
+
+        /* No thread could be created. Rather than lose requests, run them here: for the pool, the
+         * whole list if no worker is left; for helpers, one (this one or one ahead of it): a lock
+         * wait then holds up this queue, which is still better than never answering. */
+        if (!ws->helpers) {
+                worker_set_run_orphans(ws);
+                return;
+        }
+        pthread_mutex_lock(&ws->lock);
+        w = worker_set_pop_locked(ws);
+        pthread_mutex_unlock(&ws->lock);
+        if (w)
+                w->run(w);
+}

@@ -1,0 +1,121 @@
+/* executor.h: where requests run: inline in their queue thread, on a shared worker pool, or
+ * chosen per request (auto). Mode and pool size switch live; see executor.c for how. */
+#pragma once
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "chain.h"
+
+typedef enum ThreadMode {
+        THREAD_MODE_INLINE, /* the queue thread runs each request itself, in guest order */
+        THREAD_MODE_POOL,   /* queue threads hand every request to the pool */
+        THREAD_MODE_AUTO,   /* inline while shallow, pool when requests back up or will block */
+        _THREAD_MODE_MAX,
+        _THREAD_MODE_INVALID = -EINVAL,
+} ThreadMode;
+
+#define EXECUTOR_MAX_POOL_SIZE 1024
+/* Helper threads for requests that wait on other requests (SETLKW), beyond the pool. */
+#define EXECUTOR_MAX_HELPERS 256
+
+const char *thread_mode_to_string(ThreadMode m);
+ThreadMode thread_mode_from_string(const char *s);
+
+typedef struct Executor Executor;
+
+/* The current setting, as the control plane shows it. */
+typedef struct ExecutorState {
+        ThreadMode mode;
+        unsigned pool_size;    /* configured workers (pool and auto) */
+        unsigned live_workers; /* workers alive or starting (shrinking retires idle ones lazily) */
+        uint64_t switches;     /* successful executor_set_mode() calls that changed something */
+        uint64_t auto_inline;  /* requests auto mode kept inline */
+        uint64_t auto_pool;    /* requests auto mode handed to the pool */
+        /* Extensions (any mode): */
+        uint64_t inline_runs;  /* requests run by their queue thread */
+        uint64_t pool_runs;    /* requests handed to the pool */
+        uint64_t helper_runs;  /* requests handed to a helper thread because they wait (SETLKW) */
+        unsigned pool_queued;  /* requests waiting in the pool for a worker right now */
+        unsigned live_helpers; /* helper threads alive */
+} ExecutorState;
+
+int executor_new(Executor **ret, ThreadMode mode, unsigned pool_size);
+Executor *executor_free(Executor *e);
+
+/* Switches while requests flow: no request lost, duplicated or answered twice. pool_size 1..1024
+ * for pool and auto (ignored for inline, which keeps the last size). -EINVAL / -ERANGE on bad input. */
+int executor_set_mode(Executor *e, ThreadMode mode, unsigned pool_size);
+void executor_get_state(Executor *e, ExecutorState *ret);
+
+/* The start-up choice from --threads (NULL if not given) and --thread-pool-size (-1 if not given),
+ * with virtiofsd's meaning of the size alone: 0 = inline, N = pool of N. -EINVAL/-ERANGE (with
+ * a message in *ret_error) for combinations that make no sense. */
+int executor_mode_from_options(const char *threads, int pool_size, ThreadMode *ret_mode, unsigned *ret_size,
+                               const char **ret_error);
+/* Pool size used when a mode needs one and none was given: 2 per CPU, 4..64. */
+unsigned executor_default_pool_size(void);
+
+/* ---- the data path (device.c) ---- */
+
+/* A request handed to another thread. Embedded in the caller's request: nothing is allocated per
+ * request. run() is called exactly once, on the thread that took the work. */
+typedef struct ExecWork ExecWork;
+struct ExecWork {
+        ExecWork *next; /* list link while queued; owned by the executor */
+        void (*run)(ExecWork *w);
+};
+
+/* What a request is, as far as choosing a thread goes (see executor.c for the rules). */
+typedef enum ExecClass {
+        EXEC_CLASS_META,      /* lookups, attributes, opens, namespace changes */
+        EXEC_CLASS_DIR,       /* READDIR, READDIRPLUS */
+        EXEC_CLASS_IO,        /* READ/WRITE below EXEC_LARGE_IO bytes */
+        EXEC_CLASS_LARGE_IO,  /* READ/WRITE of EXEC_LARGE_IO bytes or more: may block */
+        EXEC_CLASS_SYNC,      /* FSYNC, FSYNCDIR, SYNCFS, FALLOCATE, COPY_FILE_RANGE: may block */
+        EXEC_CLASS_LOCK_WAIT, /* SETLKW: waits for another lock owner for as long as it takes */
+        _EXEC_CLASS_MAX,
+} ExecClass;
+
+#define EXEC_LARGE_IO (128u * 1024u)
+
+/* Peeks at the FUSE header (and READ/WRITE size) of a request without consuming in: copies, trusts
+ * nothing; the FUSE server validates the request again. Unparseable requests are META (the server
+ * answers them with an error quickly). *ret_opcode is 0 when there is no header. */
+ExecClass exec_classify(const ChainIter *in, uint32_t *ret_opcode);
+
+typedef enum ExecRoute {
+        EXEC_ROUTE_INLINE, /* the queue thread runs it now */
+        EXEC_ROUTE_POOL,   /* executor_submit() to the pool */
+        EXEC_ROUTE_HELPER, /* executor_submit() to a helper thread that is free to wait */
+} ExecRoute;
+
+/* Per-queue executor state: the auto mode's estimates and the decision counters. Owned by one
+ * queue thread (estimates are also lowered by workers finishing that queue's requests: relaxed
+ * atomics); never locked on the data path. */
+typedef struct ExecQueue {
+        Executor *executor;
+        struct ExecQueue *next; /* Executor's list; under its control lock */
+        _Atomic uint32_t est_ns[_EXEC_CLASS_MAX]; /* service time estimate per class */
+        /* Single-writer counters (the queue thread), summed by executor_get_state(). */
+        _Atomic uint64_t n_inline, n_pool, n_helper, n_auto_inline, n_auto_pool;
+} ExecQueue;
+
+/* Registers a queue's state (counters summed into the executor's state) / folds it back in. */
+void executor_attach_queue(Executor *e, ExecQueue *q);
+void executor_detach_queue(ExecQueue *q);
+
+/* Decides where one request runs. backlog: requests of this queue waiting behind it (popped and not
+ * yet started, plus available in the ring). Lock-free: reads the mode and this queue's state. */
+ExecRoute executor_route(ExecQueue *q, ExecClass c, unsigned backlog);
+
+/* Feeds a measured time back: inline = the service time of a request the queue thread ran itself;
+ * otherwise the latency of a handed-off request (an upper bound of its service time, which can only
+ * lower the estimate). */
+void executor_account(ExecQueue *q, ExecClass c, uint64_t ns, bool ran_inline);
+
+/* Hands w to the pool (EXEC_ROUTE_POOL) or to a helper (EXEC_ROUTE_HELPER). Never fails: if no
+ * thread can be created, w runs in the caller before this returns. */
+void executor_submit(Executor *e, ExecWork *w, ExecRoute route);

@@ -1,0 +1,48 @@
+/* stats.h: request statistics with per-thread counters, summed only when read. */
+#pragma once
+
+#include <stdint.h>
+
+#include "device.h"
+
+/* Latency histogram: log2 buckets of µs. Bucket 0 holds [0, 1] µs, bucket b (1 ≤ b < 23) holds
+ * (2^(b-1), 2^b] µs, and the last bucket everything above 2^22 µs (~4.2 s). */
+#define STATS_HIST_BUCKETS 24
+#define STATS_MAX_OPCODE 64 /* FUSE opcodes below this get their own row; others count as opcode 0 */
+
+typedef struct StatsCounters {
+        uint64_t requests;
+        uint64_t bytes;
+        uint64_t errors;
+        uint64_t latency_hist[STATS_HIST_BUCKETS];
+} StatsCounters;
+
+typedef struct StatsSnapshot {
+        StatsCounters op[STATS_MAX_OPCODE];
+        StatsCounters queue[DEVICE_MAX_QUEUES];
+        uint64_t in_flight; /* begun (stats_begin) and not yet recorded; not affected by reset */
+} StatsSnapshot;
+
+typedef struct Stats Stats;
+
+int stats_new(Stats **ret);
+Stats *stats_free(Stats *s);
+
+/* A request entered the data path (for in_flight). Same thread rules as stats_record(). */
+void stats_begin(Stats *s);
+
+/* Called by whichever thread completed the request; touches only that thread's counters. */
+void stats_record(Stats *s, unsigned queue, uint32_t opcode, int error, uint64_t bytes, uint64_t latency_us);
+
+/* Sums every thread's counters (relaxed: a snapshot may be a few requests behind). */
+void stats_snapshot(Stats *s, StatsSnapshot *ret);
+void stats_reset(Stats *s);
+
+/* Histogram helpers for readers (percentiles in fsctl, the D-Bus layer). */
+unsigned stats_hist_bucket(uint64_t latency_us);
+/* Upper edge of bucket b in µs; UINT64_MAX for the last (open) bucket. */
+uint64_t stats_hist_bucket_upper_us(unsigned b);
+
+/* Number of per-thread counter sets allocated (threads that ever recorded, minus reuse after
+ * thread exit). For tests and diagnostics. */
+unsigned stats_n_shards(Stats *s);
