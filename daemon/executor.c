@@ -121,20 +121,7 @@ static const char *const thread_mode_table[_THREAD_MODE_MAX] = {
         [THREAD_MODE_AUTO] = "auto",
 };
 
-const char *thread_mode_to_string(ThreadMode m) {
-        if (m < 0 || m >= _THREAD_MODE_MAX)
-                return NULL;
-        return thread_mode_table[m];
-}
-
-ThreadMode thread_mode_from_string(const char *s) {
-        if (!s)
-                return _THREAD_MODE_INVALID;
-        for (int i = 0; i < _THREAD_MODE_MAX; i++)
-                if (streq(s, thread_mode_table[i]))
-                        return (ThreadMode) i;
-        return _THREAD_MODE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(thread_mode, ThreadMode, _THREAD_MODE_MAX);
 
 unsigned executor_default_pool_size(void) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);

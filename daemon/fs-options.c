@@ -13,18 +13,11 @@ static const char *const cache_policy_table[_CACHE_MAX] = {
 };
 
 const char *cache_policy_to_string(CachePolicy p) {
-        if (p < 0 || p >= _CACHE_MAX)
-                return NULL;
-        return cache_policy_table[p];
+        return (int) p >= 0 && p < _CACHE_MAX ? cache_policy_table[p] : NULL;
 }
 
 CachePolicy cache_policy_from_string(const char *s) {
-        if (!s)
-                return _CACHE_INVALID;
-        if (strcmp(s, "none") == 0) /* the C virtiofsd's name for never */
+        if (s && streq(s, "none")) /* the C virtiofsd's name for never */
                 return CACHE_NEVER;
-        for (size_t i = 0; i < ELEMENTSOF(cache_policy_table); i++)
-                if (strcmp(s, cache_policy_table[i]) == 0)
-                        return (CachePolicy) i;
-        return _CACHE_INVALID;
+        return (CachePolicy) string_table_lookup(cache_policy_table, _CACHE_MAX, s);
 }

@@ -27,32 +27,13 @@
 static int control_fd = -1;
 static int netns_fd = -1;
 
-static const char *const mode_names[_SANDBOX_MODE_MAX] = {
+static const char *const sandbox_mode_table[_SANDBOX_MODE_MAX] = {
         [SANDBOX_NONE] = "none",
         [SANDBOX_CHROOT] = "chroot",
         [SANDBOX_NAMESPACE] = "namespace",
 };
 
-const char *sandbox_mode_to_string(SandboxMode m) {
-        return m >= 0 && m < _SANDBOX_MODE_MAX ? mode_names[m] : NULL;
-}
-
-SandboxMode sandbox_mode_from_string(const char *s) {
-        if (!s)
-                return _SANDBOX_MODE_INVALID;
-        for (int i = 0; i < _SANDBOX_MODE_MAX; i++)
-                if (streq(s, mode_names[i]))
-                        return (SandboxMode) i;
-        return _SANDBOX_MODE_INVALID;
-}
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZER_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZER_BUILD 1
-#endif
-#endif
+DEFINE_STRING_TABLE_LOOKUP(sandbox_mode, SandboxMode, _SANDBOX_MODE_MAX);
 
 SandboxMode sandbox_mode_default(void) {
 #ifdef SANITIZER_BUILD

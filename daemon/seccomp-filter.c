@@ -54,33 +54,14 @@ static const char *const allowed[] = {
         "getrandom", "uname", "getrusage", "prlimit64",
 };
 
-static const char *const filter_names[_SYSCALL_FILTER_MAX] = {
+static const char *const syscall_filter_table[_SYSCALL_FILTER_MAX] = {
         [SYSCALL_FILTER_NONE] = "none",
         [SYSCALL_FILTER_KILL] = "kill",
         [SYSCALL_FILTER_LOG] = "log",
         [SYSCALL_FILTER_TRAP] = "trap",
 };
 
-const char *syscall_filter_to_string(SyscallFilter f) {
-        return f >= 0 && f < _SYSCALL_FILTER_MAX ? filter_names[f] : NULL;
-}
-
-SyscallFilter syscall_filter_from_string(const char *s) {
-        if (!s)
-                return _SYSCALL_FILTER_INVALID;
-        for (int i = 0; i < _SYSCALL_FILTER_MAX; i++)
-                if (streq(s, filter_names[i]))
-                        return (SyscallFilter) i;
-        return _SYSCALL_FILTER_INVALID;
-}
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZER_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZER_BUILD 1
-#endif
-#endif
+DEFINE_STRING_TABLE_LOOKUP(syscall_filter, SyscallFilter, _SYSCALL_FILTER_MAX);
 
 SyscallFilter syscall_filter_default(void) {
 #ifdef SANITIZER_BUILD

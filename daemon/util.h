@@ -68,3 +68,31 @@ static inline int negative_errno(void) {
 static inline bool streq(const char *a, const char *b) {
         return __builtin_strcmp(a, b) == 0;
 }
+
+/* Index of s in a table of names indexed by an enum (NULL entries allowed), or -EINVAL. */
+static inline int string_table_lookup(const char *const *table, size_t n, const char *s) {
+        if (!s)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (table[i] && streq(table[i], s))
+                        return (int) i;
+        return -EINVAL;
+}
+
+/* Defines name_to_string() and name_from_string() over name_table[max]. */
+#define DEFINE_STRING_TABLE_LOOKUP(name, type, max)                              \
+        const char *name##_to_string(type v) {                                   \
+                return (int) v >= 0 && (int) v < (max) ? name##_table[v] : NULL; \
+        }                                                                        \
+        type name##_from_string(const char *s) {                                 \
+                return (type) string_table_lookup(name##_table, (max), s);       \
+        }
+
+/* Sanitizer runtimes need /proc and ptrace at exit: the sandbox and seccomp defaults step aside. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZER_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZER_BUILD 1
+#endif
+#endif
