@@ -8,6 +8,7 @@
 #include "util.h"
 #include <glib.h>
 #include <linux/fs.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1019,9 +1020,24 @@ static int pt_syncfs(void *fs, const FsCtx *c, uint64_t nodeid) {
 /* ---- xattrs ---- */
 
 /* Path-based xattr calls on the /proc/self/fd link: O_PATH fds refuse f*xattr(), and the link
- * names the inode itself (for a symlink: the symlink, which is what the guest means). */
-static void xattr_path(char buf[static 32], Inode *i) {
-        snprintf(buf, 32, "/proc/self/fd/%i", i->fd);
+ * names the inode itself (for a symlink: the symlink, which is what the guest means). The link is
+ * named relative to proc_self_fd, never through "/proc": in the sandbox the root is the shared
+ * directory, which has no /proc. So the calling thread changes its working directory; it gets an
+ * fs_struct of its own first (a no-op when it has one already), so no other thread sees that. */
+static int xattr_enter(Passthrough *p, Inode *i, char buf[static 16]) {
+        if (unshare(CLONE_FS) < 0 || fchdir(p->proc_self_fd) < 0)
+                return negative_errno();
+        proc_name(buf, i->fd);
+        return 0;
+}
+
+/* Back to the root; keeps errno (the result of the xattr call) for the caller. */
+static void xattr_leave(void) {
+        int saved = errno;
+
+        /* Best effort: nothing else resolves paths relative to a thread's working directory. */
+        (void) !chdir("/");
+        errno = saved;
 }
 
 static bool xattr_name_allowed(Passthrough *p, const char *name) {
@@ -1035,7 +1051,8 @@ static int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *na
                        size_t size, int flags) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
-        char path[32];
+        char path[16];
+        int r;
 
         if (!i)
                 return -EBADF;
@@ -1043,35 +1060,45 @@ static int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *na
                 return -EOPNOTSUPP;
         if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
                 return -EINVAL;
-        xattr_path(path, i);
-        return setxattr(path, name, value, size, flags) < 0 ? negative_errno() : 0;
+        r = xattr_enter(p, i, path);
+        if (r < 0)
+                return r;
+        r = setxattr(path, name, value, size, flags) < 0 ? negative_errno() : 0;
+        xattr_leave();
+        return r;
 }
 
 static ssize_t pt_getxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, void *buf, size_t size) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
-        char path[32];
+        char path[16];
         ssize_t n;
 
         if (!i)
                 return -EBADF;
         if (!xattr_name_allowed(p, name))
                 return -ENODATA;
-        xattr_path(path, i);
+        n = xattr_enter(p, i, path);
+        if (n < 0)
+                return n;
         n = getxattr(path, name, size > 0 ? buf : NULL, size);
+        xattr_leave();
         return n < 0 ? negative_errno() : n;
 }
 
 static ssize_t pt_listxattr(void *fs, const FsCtx *c, uint64_t nodeid, void *buf, size_t size) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
-        char path[32];
+        char path[16];
         ssize_t n;
 
         if (!i)
                 return -EBADF;
-        xattr_path(path, i);
+        n = xattr_enter(p, i, path);
+        if (n < 0)
+                return n;
         n = listxattr(path, size > 0 ? buf : NULL, size);
+        xattr_leave();
         if (n < 0)
                 return negative_errno();
         if (size > 0 && !p->opts.posix_acl) {
@@ -1093,14 +1120,19 @@ static ssize_t pt_listxattr(void *fs, const FsCtx *c, uint64_t nodeid, void *buf
 static int pt_removexattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
-        char path[32];
+        char path[16];
+        int r;
 
         if (!i)
                 return -EBADF;
         if (!xattr_name_allowed(p, name))
                 return -EOPNOTSUPP;
-        xattr_path(path, i);
-        return removexattr(path, name) < 0 ? negative_errno() : 0;
+        r = xattr_enter(p, i, path);
+        if (r < 0)
+                return r;
+        r = removexattr(path, name) < 0 ? negative_errno() : 0;
+        xattr_leave();
+        return r;
 }
 
 /* ---- more file operations ---- */

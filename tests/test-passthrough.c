@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "passthrough.h"
@@ -200,6 +202,66 @@ START_TEST(test_symlink_and_mknod_as_caller) {
 }
 END_TEST
 
+/* In the sandbox the root is the shared directory: no /proc by path. xattrs must still work,
+ * on files, directories and symlinks, and the calling thread's working directory is "/" after. */
+static int xattr_in_chroot(void) {
+        FsOptions o = FS_OPTIONS_DEFAULT;
+        FsEntry f, d, l;
+        uint64_t fh;
+        char buf[64], cwd[64];
+        ssize_t n;
+
+        /* Made in this process: its /proc/self/fd is the one that lists our fds. */
+        passthrough_free(pt);
+        o.shared_dir = dir;
+        o.xattr = true;
+        if (passthrough_new(&pt, &o) < 0)
+                return 9;
+        if (chroot(dir) < 0 || chdir("/") < 0)
+                return 10;
+        if (access("/proc/self/fd", F_OK) == 0)
+                return 11;
+        if (ops->create(pt, &root_ctx, 1, "xf", 0644, O_RDWR, false, &f, &fh) < 0)
+                return 12;
+        if (ops->mkdir(pt, &root_ctx, 1, "xd", 0755, &d) < 0)
+                return 20;
+        if (ops->symlink(pt, &root_ctx, 1, "xl", "xf", &l) < 0)
+                return 21;
+        if (ops->setxattr(pt, &root_ctx, f.nodeid, "trusted.t", "vf", 2, 0) != 0 ||
+            ops->setxattr(pt, &root_ctx, d.nodeid, "trusted.t", "vd", 2, XATTR_CREATE) != 0 ||
+            ops->setxattr(pt, &root_ctx, l.nodeid, "trusted.t", "vl", 2, 0) != 0)
+                return 13;
+        n = ops->getxattr(pt, &root_ctx, f.nodeid, "trusted.t", buf, sizeof buf);
+        if (n != 2 || memcmp(buf, "vf", 2) != 0)
+                return 14;
+        if (ops->getxattr(pt, &root_ctx, l.nodeid, "trusted.t", NULL, 0) != 2)
+                return 15;
+        if (ops->listxattr(pt, &root_ctx, d.nodeid, buf, sizeof buf) != (ssize_t) sizeof "trusted.t")
+                return 16;
+        if (ops->removexattr(pt, &root_ctx, f.nodeid, "trusted.t") != 0 ||
+            ops->getxattr(pt, &root_ctx, f.nodeid, "trusted.t", buf, sizeof buf) != -ENODATA)
+                return 17;
+        if (!getcwd(cwd, sizeof cwd) || strcmp(cwd, "/") != 0)
+                return 18;
+        /* The symlink's xattr went to the symlink, not to its target. */
+        if (lgetxattr("/xl", "trusted.t", buf, sizeof buf) != 2 || getxattr("/xf", "trusted.t", buf, sizeof buf) >= 0)
+                return 19;
+        return 0;
+}
+
+START_TEST(test_xattr_without_proc_path) {
+        int status;
+        pid_t pid;
+
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                _exit(xattr_in_chroot());
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "step %d failed", WEXITSTATUS(status));
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("passthrough");
         TCase *tc = tcase_create("core");
@@ -217,6 +279,7 @@ int main(void) {
         tcase_add_test(tc, test_open_type_checks);
         tcase_add_test(tc, test_budget_enfile);
         tcase_add_test(tc, test_symlink_and_mknod_as_caller);
+        tcase_add_test(tc, test_xattr_without_proc_path);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

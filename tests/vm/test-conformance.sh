@@ -1,0 +1,114 @@
+#!/bin/bash
+# POSIX conformance in a real guest: boots one guest per cache policy, each running vufs-posix on the
+# virtiofs share served by vufsd and on a tmpfs in the same guest (tests/conformance/guest-conformance.sh),
+# and fails on any difference docs/conformance.md does not list for that policy.
+#
+# Usage: test-conformance.sh [--keep] [POLICY...]      (default policies: never auto always)
+# Environment: VUFSD_BINARY, VUFS_POSIX (the static vufs-posix binary), VUFS_CONFORMANCE_DOC (default
+# docs/conformance.md of this tree), VUFS_VM_BUILD_DIR (initramfs cache and kept logs, default
+# /var/tmp/vufs-vm), VUFS_VM_TMPDIR (where shares are created, default /var/tmp), VUFS_VM_REQUIRED=1
+# (missing QEMU or kernel fails instead of skipping), VUFSD_EXTRA_ARGS (more vufsd options).
+# Exit status: 0 pass, 1 fail, 77 skipped (qemu-system-x86_64 or the kernel is not installed).
+
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/vm/common.sh
+. "$here/common.sh"
+
+msg() { echo "test-conformance: $*" >&2; }
+
+keep=0
+policies=()
+while [ $# -gt 0 ]; do
+        case "$1" in
+        --keep) keep=1; shift ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        never|none|metadata|auto|always) policies+=("$1"); shift ;;
+        *) msg "unknown argument $1"; exit 2 ;;
+        esac
+done
+[ ${#policies[@]} -gt 0 ] || policies=(never auto always)
+
+missing=$(vm_missing_prerequisites)
+if [ -n "$missing" ]; then
+        msg "missing prerequisites:"
+        echo "$missing" | sed 's/^/test-conformance:   /' >&2
+        [ "${VUFS_VM_REQUIRED:-0}" = 1 ] && exit 1
+        msg "SKIP"
+        exit 77
+fi
+
+vufsd_bin=${VUFSD_BINARY:-}
+probe=${VUFS_POSIX:-}
+doc=${VUFS_CONFORMANCE_DOC:-$here/../../docs/conformance.md}
+if [ -z "$vufsd_bin" ] || [ ! -x "$vufsd_bin" ]; then
+        msg "FAIL: vufsd binary '$vufsd_bin' not found (set VUFSD_BINARY)"
+        exit 1
+fi
+if [ -z "$probe" ] || [ ! -x "$probe" ]; then
+        msg "FAIL: vufs-posix binary '$probe' not found (set VUFS_POSIX)"
+        exit 1
+fi
+[ -r "$doc" ] || { msg "FAIL: $doc not found"; exit 1; }
+# The probe runs in a bare initramfs: it must not need a dynamic loader.
+if ldd "$probe" >/dev/null 2>&1; then
+        msg "FAIL: $probe is dynamically linked"
+        exit 1
+fi
+
+build_dir=${VUFS_VM_BUILD_DIR:-/var/tmp/vufs-vm}
+mkdir -p "$build_dir"
+tmp=$(mktemp -d "${VUFS_VM_TMPDIR:-/var/tmp}/vufs-test-conformance.XXXXXX")
+cleanup() {
+        local rc=$?
+        if [ $keep -eq 1 ]; then
+                msg "kept $tmp"
+        else
+                rm -rf "$tmp"
+        fi
+        exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The listed differences: table rows "| `NAME` | POLICIES | reason |" of docs/conformance.md.
+# shellcheck disable=SC2016 # the backquotes are Markdown, not shell
+sed -n 's/^| *`\([^`]*\)` *| *\([a-z,]*\) *|.*/\1 \2/p' "$doc" > "$tmp/known"
+msg "$(wc -l < "$tmp/known") listed differences in $doc"
+
+kver=$(vm_kernel_version)
+initrd=$("$here/mkinitramfs.sh" "$build_dir/initramfs-conformance-$kver.cpio.gz" --kernel-version "$kver" \
+        --script "$here/../conformance/guest-conformance.sh" \
+        --extra "$probe:/usr/bin/vufs-posix" --extra "$tmp/known:/etc/vufs/conformance-known")
+
+failed=()
+for p in "${policies[@]}"; do
+        share=$tmp/share-$p
+        mkdir -p "$share"
+        t0=$(date +%s.%N)
+        status=0
+        # Extended attributes are off by default in vufsd (as in virtiofsd); the suite needs them.
+        VUFSD_EXTRA_ARGS="--cache=$p --xattr ${VUFSD_EXTRA_ARGS:-}" \
+                "$here/run-guest.sh" --backend "vufsd:$vufsd_bin" --share "$share" --initrd "$initrd" \
+                --script guest-conformance.sh --param "cache=$p" --timeout 600 --quiet \
+                --log "$tmp/console-$p.log" --backend-log "$tmp/backend-$p.log" || status=$?
+        elapsed=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }')
+        tr -d '\r' < "$tmp/console-$p.log" > "$build_dir/last-conformance-$p.log" || true
+        cp "$tmp/backend-$p.log" "$build_dir/last-conformance-backend-$p.log" 2>/dev/null || true
+        rm -rf "$build_dir/last-conformance-results-$p"
+        cp -r "$share/conformance-results" "$build_dir/last-conformance-results-$p" 2>/dev/null || true
+        grep -a -E '^(CONFORMANCE|vufs-posix)' "$build_dir/last-conformance-$p.log" | sed "s/^/test-conformance:   [$p] /" >&2 || true
+        if [ $status -ne 0 ]; then
+                msg "FAIL: cache=$p (${elapsed}s; console: $build_dir/last-conformance-$p.log," \
+                    "outputs: $build_dir/last-conformance-results-$p)"
+                failed+=("$p")
+        else
+                msg "ok: cache=$p (${elapsed}s)"
+        fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+        msg "FAIL: policies ${failed[*]}"
+        exit 1
+fi
+msg "PASS: cache policies ${policies[*]}"
