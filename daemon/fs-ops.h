@@ -20,7 +20,9 @@
  * - Only regular files and directories are ever opened for I/O; everything else exists only as an
  *   O_PATH handle. Symlinks are never followed on the host.
  * - Creating operations run as the caller (ctx uid/gid, and umask where the opcode carries one), so
- *   ownership, setgid directories and permission checks are the host kernel's. Other operations
+ *   ownership, setgid directories and permission checks are the host kernel's; so is the umask
+ *   rule of POSIX ACLs: the host applies the umask only where the parent has no default ACL (the
+ *   guest leaves the mode unmasked when FUSE_POSIX_ACL and FUSE_DONT_MASK are on). Other operations
  *   run with the daemon's identity; the guest kernel enforces permissions (default_permissions).
  * - When the fd budget is spent, operations that would hold another fd answer -ENFILE.
  */
@@ -34,12 +36,25 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+/* A security label for a new inode (FUSE_SECURITY_CTX): an xattr name ("security." prefix) and
+ * its value, both pointing into the request's private copy. */
+typedef struct FsSecLabel {
+        const char *name;
+        const void *value;
+        size_t size;
+} FsSecLabel;
+
 /* The caller of one request. */
 typedef struct FsCtx {
         uint32_t uid, gid, pid;
         uint64_t unique;
         uint32_t umask;      /* valid when has_umask */
         bool has_umask;
+        /* Labels for the inode a creating operation makes (mknod, mkdir, symlink, create, tmpfile):
+         * set as xattrs, with the daemon's privileges, on the new inode before the operation
+         * returns; when one cannot be set the new inode is removed again and the error returned. */
+        const FsSecLabel *labels;
+        unsigned n_labels;
         /* Set by the server when the guest interrupts this request; long waits poll it. */
         const _Atomic bool *interrupted;
 } FsCtx;
@@ -49,6 +64,9 @@ typedef struct FsEntry {
         uint64_t nodeid;
         uint64_t generation;
         struct stat st;
+        /* A directory on another host mount than the directory it was looked up in: the server
+         * announces it as a submount (FUSE_ATTR_SUBMOUNT) when that was negotiated. */
+        bool submount;
 } FsEntry;
 
 #define FS_NO_FH UINT64_MAX
@@ -136,9 +154,11 @@ typedef struct FsOps {
         int (*access)(void *fs, const FsCtx *c, uint64_t nodeid, int mask);
         int (*syncfs)(void *fs, const FsCtx *c, uint64_t nodeid);
 
-        /* xattrs: size 0 asks for the size needed; a buffer too small is -ERANGE. */
+        /* xattrs: size 0 asks for the size needed; a buffer too small is -ERANGE. acl_kill_sgid
+         * (FUSE_SETXATTR_ACL_KILL_SGID): the caller may not keep setgid, so setting
+         * system.posix_acl_access clears it, as the kernel does for such a caller. */
         int (*setxattr)(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, const void *value,
-                        size_t size, int flags);
+                        size_t size, int flags, bool acl_kill_sgid);
         ssize_t (*getxattr)(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, void *buf,
                             size_t size);
         ssize_t (*listxattr)(void *fs, const FsCtx *c, uint64_t nodeid, void *buf, size_t size);

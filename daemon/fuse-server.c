@@ -30,6 +30,9 @@
  * value of XATTR_SIZE_MAX; RENAME/SYMLINK need two names of at most PATH_MAX. */
 #define FUSE_ARGS_MAX (sizeof(struct fuse_setxattr_in) + XATTR_NAME_MAX + 1 + XATTR_SIZE_MAX)
 #define FUSE_MAX_IOV 1024
+/* Largest request extension block accepted: one security context with a name of XATTR_NAME_MAX and
+ * a value of XATTR_SIZE_MAX, plus room for small extensions (supplementary groups). */
+#define FUSE_EXT_MAX (XATTR_SIZE_MAX + XATTR_NAME_MAX + 1 + 4096)
 
 /* A blocking request the guest may cancel with INTERRUPT. */
 typedef struct Waiter {
@@ -61,6 +64,9 @@ typedef struct Req {
         struct fuse_in_header in;
         const char *arg;   /* copy of the argument block (guest memory is never parsed in place) */
         size_t arglen;
+        const char *ext;   /* the request extensions, copied right after the arguments */
+        size_t extlen;
+        FsSecLabel labels[FUSE_MAX_NR_SECCTX];
         ChainIter *data;   /* readable bytes after the copied arguments (WRITE data) */
         ChainIter *out;    /* writable bytes after the reply header */
         size_t out_len;    /* payload bytes written into out */
@@ -73,6 +79,7 @@ enum {
         OP_MODIFIES = 1 << 1,  /* EROFS with the readonly option */
         OP_DATA = 1 << 2,      /* only in_size bytes are arguments; the rest is data (WRITE) */
         OP_BEFORE_INIT = 1 << 3,
+        OP_SECCTX = 1 << 4,    /* creates an inode: takes the security context extension */
 };
 
 typedef struct OpDesc {
@@ -147,6 +154,9 @@ static void entry_out_fill(FuseServer *s, struct fuse_entry_out *o, const FsEntr
         o->attr_valid = o->entry_valid;
         o->attr_valid_nsec = o->entry_valid_nsec;
         attr_from_stat(&o->attr, &e->st);
+        /* Another host mount below the share: the guest gives it its own st_dev. */
+        if (e->submount && S_ISDIR(e->st.st_mode) && (atomic_load(&s->flags) & FUSE_SUBMOUNTS))
+                o->attr.flags |= FUSE_ATTR_SUBMOUNT;
 }
 
 static int reply_data(Req *r, const void *p, size_t n) {
@@ -311,12 +321,20 @@ static int do_init(Req *r) {
                 want |= FUSE_WRITEBACK_CACHE;
         if (s->opts.killpriv_v2)
                 want |= FUSE_HANDLE_KILLPRIV_V2;
+        if (s->opts.announce_submounts)
+                want |= FUSE_SUBMOUNTS;
+        if (s->opts.security_label)
+                want |= FUSE_SECURITY_CTX;
         if (s->opts.xattr) {
                 want |= FUSE_SETXATTR_EXT;
+                /* With ACLs the guest must leave the mode unmasked (DONT_MASK) and send the umask:
+                 * the host applies it only where the parent has no default ACL. */
                 if (s->opts.posix_acl)
-                        want |= FUSE_POSIX_ACL;
+                        want |= FUSE_POSIX_ACL | FUSE_DONT_MASK;
         }
         got = offered & want; /* never a flag the guest did not offer */
+        if (!(got & FUSE_POSIX_ACL))
+                got &= ~(uint64_t) FUSE_DONT_MASK;
 
         /* A new INIT is a new session: whatever the previous one held goes. */
         pthread_mutex_lock(&s->session_lock);
@@ -721,7 +739,8 @@ static int do_setxattr(Req *r) {
                 return -E2BIG;
         if (x->size != left)
                 return -EINVAL;
-        return r->s->ops->setxattr(r->s->fs, &r->ctx, r->in.nodeid, name, p, x->size, (int) x->flags);
+        return r->s->ops->setxattr(r->s->fs, &r->ctx, r->in.nodeid, name, p, x->size, (int) x->flags,
+                                   hdr == sizeof *x && (x->setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID));
 }
 
 /* GETXATTR and LISTXATTR: size 0 asks how much is needed; otherwise the data, ERANGE if larger. */
@@ -969,9 +988,9 @@ static const OpDesc op_table[] = {
         E(FUSE_GETATTR, do_getattr, sizeof(struct fuse_getattr_in), sizeof(struct fuse_attr_out), 0),
         E(FUSE_SETATTR, do_setattr, sizeof(struct fuse_setattr_in), sizeof(struct fuse_attr_out), OP_MODIFIES),
         E(FUSE_READLINK, do_readlink, 0, 0, 0),
-        E(FUSE_SYMLINK, do_symlink, 0, sizeof(struct fuse_entry_out), OP_MODIFIES),
-        E(FUSE_MKNOD, do_mknod, sizeof(struct fuse_mknod_in), sizeof(struct fuse_entry_out), OP_MODIFIES),
-        E(FUSE_MKDIR, do_mkdir, sizeof(struct fuse_mkdir_in), sizeof(struct fuse_entry_out), OP_MODIFIES),
+        E(FUSE_SYMLINK, do_symlink, 0, sizeof(struct fuse_entry_out), OP_MODIFIES | OP_SECCTX),
+        E(FUSE_MKNOD, do_mknod, sizeof(struct fuse_mknod_in), sizeof(struct fuse_entry_out), OP_MODIFIES | OP_SECCTX),
+        E(FUSE_MKDIR, do_mkdir, sizeof(struct fuse_mkdir_in), sizeof(struct fuse_entry_out), OP_MODIFIES | OP_SECCTX),
         E(FUSE_UNLINK, do_unlink, 0, 0, OP_MODIFIES),
         E(FUSE_RMDIR, do_rmdir, 0, 0, OP_MODIFIES),
         E(FUSE_RENAME, do_rename, sizeof(struct fuse_rename_in), 0, OP_MODIFIES),
@@ -997,7 +1016,7 @@ static const OpDesc op_table[] = {
         E(FUSE_SETLKW, do_setlkw, sizeof(struct fuse_lk_in), 0, 0),
         E(FUSE_ACCESS, do_access, sizeof(struct fuse_access_in), 0, 0),
         E(FUSE_CREATE, do_create, sizeof(struct fuse_create_in),
-          sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out), OP_MODIFIES),
+          sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out), OP_MODIFIES | OP_SECCTX),
         E(FUSE_INTERRUPT, do_interrupt, sizeof(struct fuse_interrupt_in), 0, OP_NO_REPLY),
         E(FUSE_BMAP, do_enosys, 0, 0, 0),
         E(FUSE_DESTROY, do_destroy, 0, 0, 0),
@@ -1014,8 +1033,91 @@ static const OpDesc op_table[] = {
         E(FUSE_REMOVEMAPPING, do_enosys, 0, 0, 0),
         E(FUSE_SYNCFS, do_syncfs, sizeof(struct fuse_syncfs_in), 0, 0),
         E(FUSE_TMPFILE, do_tmpfile, sizeof(struct fuse_create_in),
-          sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out), OP_MODIFIES),
+          sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out), OP_MODIFIES | OP_SECCTX),
 };
+
+/* ---- request extensions ---- */
+
+/* One security context header (struct fuse_secctx_header, its size covering the whole record)
+ * followed by nr entries, each struct fuse_secctx {value size}, the xattr name with its NUL and the
+ * value, padded to 8 bytes together. Everything must add up exactly; names must be security.*
+ * (what an LSM labels with) but not security.capability, values at most XATTR_SIZE_MAX. */
+static int parse_secctx(Req *r, const char *p, size_t size, uint32_t nr, bool apply) {
+        static const char prefix[] = "security.";
+        size_t off = sizeof(struct fuse_secctx_header);
+
+        for (uint32_t i = 0; i < nr; i++) {
+                struct fuse_secctx sc;
+                const char *name;
+                size_t nlen, start = off;
+
+                if (size - off < sizeof sc)
+                        return -EINVAL;
+                memcpy(&sc, p + off, sizeof sc);
+                off += sizeof sc;
+                name = p + off;
+                nlen = strnlen(name, MIN(size - off, (size_t) XATTR_NAME_MAX + 1));
+                if (nlen == size - off || nlen > XATTR_NAME_MAX)
+                        return -EINVAL; /* no NUL inside the record, or too long */
+                if (nlen <= strlen(prefix) || strncmp(name, prefix, strlen(prefix)) != 0 ||
+                    streq(name, "security.capability"))
+                        return -EINVAL;
+                off += nlen + 1;
+                if (sc.size > XATTR_SIZE_MAX || sc.size > size - off)
+                        return -EINVAL;
+                if (apply)
+                        r->labels[i] = (FsSecLabel) { .name = name, .value = p + off, .size = sc.size };
+                off += sc.size;
+                off = start + ALIGN_TO(off - start, 8);
+                if (off > size)
+                        return -EINVAL;
+        }
+        if (off != size)
+                return -EINVAL;
+        if (apply) {
+                r->ctx.labels = r->labels;
+                r->ctx.n_labels = nr;
+        }
+        return 0;
+}
+
+/* The extension block (in_header.total_extlen): records that each start with struct
+ * fuse_ext_header {size including the header, type}, sizes multiples of 8 that add up to the
+ * block. Types up to FUSE_MAX_NR_SECCTX are the security context, whose type field is its count;
+ * other types are skipped. Malformed is EINVAL, whether or not the extension is used: the labels
+ * reach the filesystem only for creating opcodes with FUSE_SECURITY_CTX negotiated. */
+static int parse_extensions(Req *r, const OpDesc *d) {
+        const char *p = r->ext;
+        size_t left = r->extlen;
+        bool secctx = false;
+        int k;
+
+        while (left > 0) {
+                struct fuse_ext_header h;
+
+                if (left < sizeof h)
+                        return -EINVAL;
+                memcpy(&h, p, sizeof h);
+                if (h.size < sizeof h || h.size % 8 != 0 || h.size > left) {
+                        log_guest("FUSE %s: malformed request extension (size %u of %zu)", d->name, h.size, left);
+                        return -EINVAL;
+                }
+                if (h.type <= FUSE_MAX_NR_SECCTX) {
+                        if (secctx)
+                                return -EINVAL; /* one security context per request */
+                        secctx = true;
+                        k = parse_secctx(r, p, h.size, h.type,
+                                         (d->flags & OP_SECCTX) && negotiated(r, FUSE_SECURITY_CTX));
+                        if (k < 0) {
+                                log_guest("FUSE %s: malformed security context", d->name);
+                                return k;
+                        }
+                }
+                p += h.size;
+                left -= h.size;
+        }
+        return 0;
+}
 
 /* ---- the entry point ---- */
 
@@ -1103,10 +1205,14 @@ uint32_t fuse_server_process(FuseServer *s, ChainIter *in, ChainIter *out, FuseR
                 if (err >= 0 && chain_split(in, datalen, &data) < 0)
                         err = -EINVAL;
                 r.data = &data;
-        } else if (r.arglen > FUSE_ARGS_MAX)
+        } else if (r.arglen > FUSE_ARGS_MAX || extlen > FUSE_EXT_MAX)
                 err = -E2BIG;
-        else
-                err = copy_args(in, r.arglen, argbuf, sizeof argbuf, &heap, &r.arg);
+        else {
+                /* The extensions follow the arguments: one copy holds both. */
+                err = copy_args(in, r.arglen + extlen, argbuf, sizeof argbuf, &heap, &r.arg);
+                r.ext = r.arg + r.arglen;
+                r.extlen = extlen;
+        }
         if (err < 0)
                 goto reply;
         if (!(d->flags & OP_NO_REPLY) && chain_left(out) < d->out_size) {
@@ -1119,6 +1225,9 @@ uint32_t fuse_server_process(FuseServer *s, ChainIter *in, ChainIter *out, FuseR
                 goto reply;
         }
         r.ctx = (FsCtx) { .uid = r.in.uid, .gid = r.in.gid, .pid = r.in.pid, .unique = r.in.unique };
+        err = parse_extensions(&r, d);
+        if (err < 0)
+                goto reply;
         err = d->fn(&r);
 
 reply:

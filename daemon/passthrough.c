@@ -153,8 +153,21 @@ static int kill_suidgid(Passthrough *p, Inode *i, int io_fd) {
         return r < 0 ? negative_errno() : 0;
 }
 
-/* Counts a guest lookup of the child fd (O_PATH, one budget fd already taken) and fills e. */
-static int entry_from_fd(Passthrough *p, int fd, FsEntry *e) {
+/* Whether a directory with key k sits on another host mount than the directory dir: the mount id
+ * tells bind mounts of one filesystem apart; without it the device number is all there is. */
+static bool is_submount(const Inode *dir, const struct statx *stx) {
+        InodeKey k = inode_key_from_statx(stx);
+
+        if (!S_ISDIR(stx->stx_mode))
+                return false;
+        if (k.mnt_id != 0 && dir->key.mnt_id != 0)
+                return k.mnt_id != dir->key.mnt_id;
+        return k.dev != dir->key.dev;
+}
+
+/* Counts a guest lookup of the child fd (O_PATH, one budget fd already taken) and fills e; dir (if
+ * given) is the directory fd was found in, for the submount check. */
+static int entry_from_fd(Passthrough *p, int fd, const Inode *dir, FsEntry *e) {
         _cleanup_(inode_unrefp) Inode *i = NULL;
         struct statx stx;
         int r;
@@ -168,7 +181,7 @@ static int entry_from_fd(Passthrough *p, int fd, FsEntry *e) {
         r = inode_map_add_lookup(p->inodes, fd, &stx, &i);
         if (r < 0)
                 return r;
-        *e = (FsEntry) { .nodeid = i->nodeid };
+        *e = (FsEntry) { .nodeid = i->nodeid, .submount = dir && is_submount(dir, &stx) };
         stat_from_statx(&e->st, &stx);
         return 0;
 }
@@ -184,7 +197,7 @@ static int lookup_child(Passthrough *p, Inode *dir, const char *name, FsEntry *e
                 fd_budget_release(&p->budget);
                 return negative_errno();
         }
-        return entry_from_fd(p, fd, e);
+        return entry_from_fd(p, fd, dir, e);
 }
 
 /* Counts one more lookup of an inode already held and fills e. */
@@ -317,7 +330,8 @@ static int pt_lookup(void *fs, const FsCtx *c, uint64_t parent, const char *name
                         fd_budget_release(&p->budget);
                         return negative_errno();
                 }
-                return entry_from_fd(p, fd, ret);
+                /* No submount check: the parent of a mount root is not a submount of it. */
+                return entry_from_fd(p, fd, NULL, ret);
         }
         return lookup_child(p, dir, name, ret);
 }
@@ -446,7 +460,30 @@ static int pt_readlink(void *fs, const FsCtx *c, uint64_t nodeid, char *buf, siz
         return (int) n;
 }
 
-/* Runs a creating operation as the caller, then looks the new name up. */
+static int set_labels(Passthrough *p, Inode *i, const FsCtx *c);
+
+/* Gives a just-created entry e (name in dir; NULL for an unnamed O_TMPFILE) the security labels of
+ * the request. When that fails the entry goes again, as if the creation had failed: the guest's
+ * lookup is dropped and the name removed if it still names the new inode. */
+static int label_new_entry(Passthrough *p, const FsCtx *c, Inode *dir, const char *name, const FsEntry *e) {
+        _cleanup_(inode_unrefp) Inode *i = NULL;
+        struct stat st;
+        int r;
+
+        if (c->n_labels == 0)
+                return 0;
+        i = get_inode(p, e->nodeid);
+        r = i ? set_labels(p, i, c) : -EBADF;
+        if (r >= 0)
+                return 0;
+        inode_map_forget(p->inodes, e->nodeid, 1);
+        if (name && fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && st.st_dev == e->st.st_dev &&
+            st.st_ino == e->st.st_ino)
+                (void) unlinkat(dir->fd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+        return r;
+}
+
+/* Runs a creating operation as the caller, then looks the new name up and labels it. */
 typedef int (*CreateFn)(Inode *dir, const char *name, const void *arg);
 
 static int create_as_caller(Passthrough *p, const FsCtx *c, uint64_t parent, const char *name, CreateFn fn,
@@ -465,7 +502,10 @@ static int create_as_caller(Passthrough *p, const FsCtx *c, uint64_t parent, con
         credentials_leave(&cr);
         if (r < 0)
                 return r;
-        return lookup_child(p, dir, name, ret);
+        r = lookup_child(p, dir, name, ret);
+        if (r < 0)
+                return r;
+        return label_new_entry(p, c, dir, name, ret);
 }
 
 typedef struct MknodArgs {
@@ -701,7 +741,13 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
                 fd_budget_release(&p->budget);
                 return r;
         }
-        return register_open_file(p, fd, hflags, ret, ret_fh);
+        r = register_open_file(p, fd, hflags, ret, ret_fh);
+        if (r < 0)
+                return r;
+        r = label_new_entry(p, c, dir, name, ret);
+        if (r < 0)
+                (void) handle_map_remove(p->handles, *ret_fh, ret->nodeid, 0);
+        return r;
 }
 
 static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, int flags, FsEntry *ret,
@@ -731,7 +777,14 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
                 fd_budget_release(&p->budget);
                 return r;
         }
-        return register_open_file(p, fd, hflags, ret, ret_fh);
+        r = register_open_file(p, fd, hflags, ret, ret_fh);
+        if (r < 0)
+                return r;
+        /* Unnamed: when labelling fails, dropping the handle and the lookup removes the file. */
+        r = label_new_entry(p, c, dir, NULL, ret);
+        if (r < 0)
+                (void) handle_map_remove(p->handles, *ret_fh, ret->nodeid, 0);
+        return r;
 }
 
 static ssize_t pt_read(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off,
@@ -1040,6 +1093,22 @@ static void xattr_leave(void) {
         errno = saved;
 }
 
+/* Sets the request's security labels on a new inode, with the daemon's privileges (security.*
+ * names need CAP_SYS_ADMIN on the host; the guest's LSM chose the label). */
+static int set_labels(Passthrough *p, Inode *i, const FsCtx *c) {
+        char path[16];
+        int r;
+
+        r = xattr_enter(p, i, path);
+        if (r < 0)
+                return r;
+        for (unsigned k = 0; k < c->n_labels && r >= 0; k++)
+                if (setxattr(path, c->labels[k].name, c->labels[k].value, c->labels[k].size, 0) < 0)
+                        r = negative_errno();
+        xattr_leave();
+        return r;
+}
+
 static bool xattr_name_allowed(Passthrough *p, const char *name) {
         if (!p->opts.posix_acl && (strcmp(name, "system.posix_acl_access") == 0 ||
                                    strcmp(name, "system.posix_acl_default") == 0))
@@ -1047,8 +1116,26 @@ static bool xattr_name_allowed(Passthrough *p, const char *name) {
         return true;
 }
 
+/* Clears setgid after an access ACL was set for a caller that may not keep it: the host kernel
+ * would not, the daemon has CAP_FSETID. The permission bits stay, so the ACL does too. */
+static int acl_kill_sgid(Passthrough *p, Inode *i) {
+        struct statx stx;
+        char name[16];
+        int r;
+
+        r = statx_fd(i->fd, &stx);
+        if (r < 0)
+                return r;
+        if (!(stx.stx_mode & S_ISGID) || S_ISLNK(stx.stx_mode))
+                return 0;
+        proc_name(name, i->fd);
+        if (fchmodat(p->proc_self_fd, name, stx.stx_mode & 07777 & ~S_ISGID, 0) < 0)
+                return negative_errno();
+        return 0;
+}
+
 static int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, const void *value,
-                       size_t size, int flags) {
+                       size_t size, int flags, bool kill_sgid) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
         char path[16];
@@ -1063,8 +1150,11 @@ static int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *na
         r = xattr_enter(p, i, path);
         if (r < 0)
                 return r;
+        /* An access ACL also sets the mode (the host kernel's setxattr does that itself). */
         r = setxattr(path, name, value, size, flags) < 0 ? negative_errno() : 0;
         xattr_leave();
+        if (r == 0 && kill_sgid && strcmp(name, "system.posix_acl_access") == 0)
+                r = acl_kill_sgid(p, i);
         return r;
 }
 

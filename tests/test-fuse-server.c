@@ -5,10 +5,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
+#include <linux/posix_acl.h>
+#include <linux/posix_acl_xattr.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -372,9 +376,12 @@ static void setup(void) {
         server_start(o);
 }
 
+static void teardown_mounts(void);
+
 static void teardown(void) {
         char cmd[PATH_MAX + 32];
         srv = fuse_server_free(srv);
+        teardown_mounts();
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
         ck_assert_int_eq(system(cmd), 0);
         strcpy(tmpdir, "/tmp/test-fuse-server-XXXXXX");
@@ -1819,6 +1826,635 @@ START_TEST(test_concurrent) {
 }
 END_TEST
 
+/* ---- tests: INIT features, submounts, security labels, POSIX ACLs ---- */
+
+static void server_restart(bool submounts, bool label, bool acl, bool xattr) {
+        FsOptions o = FS_OPTIONS_DEFAULT;
+
+        srv = fuse_server_free(srv);
+        o.announce_submounts = submounts;
+        o.security_label = label;
+        o.posix_acl = acl;
+        o.xattr = xattr;
+        server_start(o);
+}
+
+START_TEST(test_init_features) {
+        struct fuse_init_out o;
+
+        /* Options off: none of the four, though the guest offers them all. */
+        do_init_flags(0x7bfffffb, 0xb, &o);
+        ck_assert_uint_eq(o.flags & (FUSE_SUBMOUNTS | FUSE_POSIX_ACL | FUSE_DONT_MASK), 0);
+        ck_assert_uint_eq(o.flags2 & (FUSE_SECURITY_CTX >> 32), 0);
+
+        server_restart(true, true, true, true);
+        do_init_flags(0x7bfffffb, 0xb, &o);
+        ck_assert_uint_eq(o.flags & (FUSE_SUBMOUNTS | FUSE_POSIX_ACL | FUSE_DONT_MASK | FUSE_INIT_EXT),
+                          FUSE_SUBMOUNTS | FUSE_POSIX_ACL | FUSE_DONT_MASK | FUSE_INIT_EXT);
+        ck_assert_uint_eq(o.flags2, FUSE_SECURITY_CTX >> 32);
+        ck_assert_uint_eq(o.flags & ~0x7bfffffbu, 0);
+        /* flags2 without INIT_EXT means nothing: no bit >= 32 comes back. */
+        do_init_flags(0x3bfffffb, 0xb, &o);
+        ck_assert_uint_eq(o.flags2, 0);
+        ck_assert_uint_eq(o.flags & FUSE_INIT_EXT, 0);
+        /* Only what was offered: DONT_MASK only together with POSIX_ACL. */
+        do_init_flags(FUSE_DONT_MASK | FUSE_SUBMOUNTS | FUSE_INIT_EXT, 0, &o);
+        ck_assert_uint_eq(o.flags, FUSE_SUBMOUNTS | FUSE_INIT_EXT);
+        ck_assert_uint_eq(o.flags2, 0);
+        do_init_flags(FUSE_INIT_EXT, FUSE_SECURITY_CTX >> 32, &o);
+        ck_assert_uint_eq(o.flags, FUSE_INIT_EXT);
+        ck_assert_uint_eq(o.flags2, FUSE_SECURITY_CTX >> 32);
+        /* posix_acl needs xattr. */
+        server_restart(false, false, true, false);
+        do_init_flags(0x7bfffffb, 0xb, &o);
+        ck_assert_uint_eq(o.flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), 0);
+}
+END_TEST
+
+/* Mounts made by a test, undone by teardown_mounts() even when the test fails halfway. */
+static char mounted[4][PATH_MAX];
+
+static void track_mount(const char *path) {
+        for (size_t i = 0; i < ELEMENTSOF(mounted); i++)
+                if (!mounted[i][0]) {
+                        snprintf(mounted[i], sizeof mounted[i], "%s", path);
+                        return;
+                }
+        ck_abort_msg("too many mounts");
+}
+
+static void teardown_mounts(void) {
+        for (size_t i = ELEMENTSOF(mounted); i-- > 0;)
+                if (mounted[i][0]) {
+                        (void) umount2(mounted[i], MNT_DETACH);
+                        mounted[i][0] = 0;
+                }
+}
+
+/* The attr.flags of name's entry in a READDIRPLUS listing of dir (the entry must be there). */
+static uint32_t readdirplus_attr_flags(uint64_t dir, const char *name) {
+        struct fuse_open_out oo;
+        Args *a = args_new();
+        struct fuse_read_in ri = { .size = 65536 };
+        uint32_t flags = UINT32_MAX;
+        Reply rep;
+
+        ck_assert_int_eq(open_req(FUSE_OPENDIR, dir, O_RDONLY, &oo), 0);
+        ri.fh = oo.fh;
+        args_add(a, &ri, sizeof ri);
+        ck_assert_int_eq(call_full(FUSE_READDIRPLUS, dir, a, 16 + 65536, &rep), 0);
+        for (size_t off = 0; off < rep.len;) {
+                struct fuse_direntplus *d = (struct fuse_direntplus *) (rep.payload + off);
+                if (d->dirent.namelen == strlen(name) && memcmp(d->dirent.name, name, strlen(name)) == 0) {
+                        flags = d->entry_out.attr.flags;
+                        ck_assert_uint_ne(d->entry_out.nodeid, 0);
+                }
+                if (d->entry_out.nodeid != 0)
+                        forget(d->entry_out.nodeid, 1);
+                off += FUSE_DIRENTPLUS_SIZE(d);
+        }
+        free(rep.payload);
+        free(a);
+        ck_assert_int_eq(release_req(FUSE_RELEASEDIR, dir, oo.fh), 0);
+        ck_assert_uint_ne(flags, UINT32_MAX);
+        return flags;
+}
+
+START_TEST(test_submounts) {
+        struct fuse_entry_out e, t, b, plain, inner;
+        struct fuse_attr_out ta;
+
+        /* A tmpfs (another filesystem) and a bind mount of a share directory (same st_dev, another
+         * mount) inside the share, next to an ordinary directory. Made in a mount namespace of this
+         * test's process (check forks one per test), so no mount outlives a failing test. */
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        ck_assert_int_eq(mkdir(share_path("tmp"), 0755), 0);
+        ck_assert_int_eq(mkdir(share_path("src"), 0755), 0);
+        ck_assert_int_eq(mkdir(share_path("bind"), 0755), 0);
+        ck_assert_int_eq(mkdir(share_path("plain"), 0755), 0);
+        ck_assert_int_eq(mount("vufstest", share_path("tmp"), "tmpfs", 0, "size=1m"), 0);
+        track_mount(share_path("tmp"));
+        ck_assert_int_eq(mkdir(share_path("tmp/inner"), 0755), 0);
+        {
+                char src[PATH_MAX];
+                snprintf(src, sizeof src, "%s", share_path("src")); /* share_path()'s buffer is static */
+                ck_assert_int_eq(mount(src, share_path("bind"), NULL, MS_BIND, NULL), 0);
+        }
+        track_mount(share_path("bind"));
+
+        /* Option on, but the guest did not offer SUBMOUNTS: no flag. */
+        server_restart(true, false, false, true);
+        do_init_flags(0x7bfffffb & ~FUSE_SUBMOUNTS, 0xb, NULL);
+        ck_assert_int_eq(lookup(1, "tmp", &e), 0);
+        ck_assert_uint_eq(e.attr.flags, 0);
+
+        do_init();
+        ck_assert_int_eq(lookup(1, "tmp", &t), 0);
+        ck_assert_uint_eq(t.attr.flags, FUSE_ATTR_SUBMOUNT);
+        ck_assert_int_eq(lookup(1, "bind", &b), 0);
+        ck_assert_uint_eq(b.attr.flags, FUSE_ATTR_SUBMOUNT);
+        ck_assert_int_eq(lookup(1, "plain", &plain), 0);
+        ck_assert_uint_eq(plain.attr.flags, 0);
+        /* Inside the submount, its own directories are ordinary again. */
+        ck_assert_int_eq(lookup(t.nodeid, "inner", &inner), 0);
+        ck_assert_uint_eq(inner.attr.flags, 0);
+        /* GETATTR carries no entry flags; READDIRPLUS entries do. */
+        ck_assert_int_eq(getattr_req(t.nodeid, &ta), 0);
+        ck_assert_uint_eq(ta.attr.flags, 0);
+        ck_assert_uint_eq(readdirplus_attr_flags(1, "tmp"), FUSE_ATTR_SUBMOUNT);
+        ck_assert_uint_eq(readdirplus_attr_flags(1, "bind"), FUSE_ATTR_SUBMOUNT);
+        ck_assert_uint_eq(readdirplus_attr_flags(1, "plain"), 0);
+        ck_assert_uint_eq(readdirplus_attr_flags(t.nodeid, "inner"), 0);
+        /* The bind mount is the same directory on another mount: a node of its own. */
+        {
+                struct fuse_entry_out s;
+                ck_assert_int_eq(lookup(1, "src", &s), 0);
+                ck_assert_uint_eq(s.attr.flags, 0);
+                ck_assert_uint_eq(s.attr.ino, b.attr.ino);
+                ck_assert_uint_ne(s.nodeid, b.nodeid);
+        }
+        /* ".." of the submount root is not announced. */
+        ck_assert_int_eq(lookup(t.nodeid, "..", &e), 0);
+        ck_assert_uint_eq(e.nodeid, 1);
+        ck_assert_uint_eq(e.attr.flags, 0);
+
+        /* Option off: never. */
+        server_restart(false, false, false, true);
+        do_init();
+        ck_assert_int_eq(lookup(1, "tmp", &e), 0);
+        ck_assert_uint_eq(e.attr.flags, 0);
+        ck_assert_uint_eq(readdirplus_attr_flags(1, "bind"), 0);
+        srv = fuse_server_free(srv);
+        teardown_mounts();
+}
+END_TEST
+
+/* Appends one security context extension with one label. */
+static void secctx_add(Args *x, const char *name, const void *value, uint32_t vsize) {
+        static const uint8_t zeros[8];
+        struct fuse_secctx_header h = { .nr_secctx = 1 };
+        struct fuse_secctx sc = { .size = vsize };
+        size_t start = x->len;
+
+        args_add(x, &h, sizeof h);
+        args_add(x, &sc, sizeof sc);
+        args_str(x, name);
+        args_add(x, value, vsize);
+        args_add(x, zeros, ALIGN_TO(x->len - start, (size_t) 8) - (x->len - start));
+        h.size = (uint32_t) (x->len - start);
+        memcpy(x->buf + start, &h, sizeof h);
+}
+
+/* Sends opcode with arguments a and the extension block x (NULL: none); returns the error and the
+ * payload (out, outsize exactly) on success. */
+static int call_ext(uint32_t opcode, uint64_t nodeid, const Args *a, const Args *x, void *out, size_t outsize) {
+        size_t alen = a ? a->len : 0, xlen = x ? x->len : 0;
+        uint8_t *req = malloc(sizeof(struct fuse_in_header) + alen + xlen);
+        struct fuse_in_header h = {
+                .len = (uint32_t) (sizeof h + alen + xlen),
+                .opcode = opcode,
+                .unique = atomic_fetch_add(&next_unique, 2),
+                .nodeid = nodeid,
+                .total_extlen = (uint16_t) (xlen / 8),
+        };
+        Reply rep;
+        int r;
+
+        ck_assert_uint_eq(xlen % 8, 0);
+        memcpy(req, &h, sizeof h);
+        if (alen)
+                memcpy(req + sizeof h, a->buf, alen);
+        if (xlen)
+                memcpy(req + sizeof h + alen, x->buf, xlen);
+        r = call_raw(req, sizeof h + alen + xlen, 16 + MAX(outsize, (size_t) 4096), &rep);
+        free(req);
+        if (r == 0 && out) {
+                ck_assert_uint_eq(rep.len, outsize);
+                memcpy(out, rep.payload, outsize);
+        }
+        free(rep.payload);
+        return r;
+}
+
+/* Creates name in dir with one of the five creating opcodes, with extension x. */
+static int create_op(uint32_t opcode, uint64_t dir, const char *name, const Args *x, struct fuse_entry_out *e) {
+        Args *a = args_new();
+        struct {
+                struct fuse_entry_out e;
+                struct fuse_open_out o;
+        } out;
+        int r;
+
+        switch (opcode) {
+        case FUSE_MKDIR: {
+                struct fuse_mkdir_in m = { .mode = 0755 };
+                args_add(a, &m, sizeof m);
+                args_str(a, name);
+                break;
+        }
+        case FUSE_MKNOD: {
+                struct fuse_mknod_in m = { .mode = S_IFIFO | 0644 };
+                args_add(a, &m, sizeof m);
+                args_str(a, name);
+                break;
+        }
+        case FUSE_SYMLINK:
+                args_str(a, name);
+                args_str(a, "target");
+                break;
+        case FUSE_CREATE:
+        case FUSE_TMPFILE: {
+                struct fuse_create_in c = { .flags = O_RDWR | (opcode == FUSE_CREATE ? O_CREAT : 0),
+                                            .mode = S_IFREG | 0644 };
+                args_add(a, &c, sizeof c);
+                args_str(a, opcode == FUSE_CREATE ? name : "/");
+                break;
+        }
+        default:
+                ck_abort();
+        }
+        if (opcode == FUSE_CREATE || opcode == FUSE_TMPFILE) {
+                r = call_ext(opcode, dir, a, x, &out, sizeof out);
+                if (r == 0)
+                        ck_assert_int_eq(release_req(FUSE_RELEASE, out.e.nodeid, out.o.fh), 0);
+        } else
+                r = call_ext(opcode, dir, a, x, &out.e, sizeof out.e);
+        free(a);
+        if (r == 0 && e)
+                *e = out.e;
+        return r;
+}
+
+/* The host's label of share-relative rel ("" when there is none). */
+static const char *host_label(const char *rel) {
+        static char buf[256];
+        ssize_t n = lgetxattr(share_path(rel), "security.vufstest", buf, sizeof buf - 1);
+        if (n < 0) {
+                ck_assert_int_eq(errno, ENODATA);
+                n = 0;
+        }
+        buf[n] = 0;
+        return buf;
+}
+
+START_TEST(test_security_ctx) {
+        static const uint32_t ops[] = { FUSE_MKDIR, FUSE_MKNOD, FUSE_SYMLINK, FUSE_CREATE };
+        struct fuse_entry_out e;
+        struct fuse_getxattr_in gi = { .size = 64 };
+        Args *x = args_new(), *a = args_new();
+        char name[32], val[32];
+        struct stat st;
+        Reply rep;
+
+        server_restart(false, true, false, true);
+        do_init();
+        /* Each creating opcode labels its new inode on the host. */
+        for (size_t i = 0; i < ELEMENTSOF(ops); i++) {
+                snprintf(name, sizeof name, "n%zu", i);
+                snprintf(val, sizeof val, "label-%zu", i);
+                x->len = 0;
+                secctx_add(x, "security.vufstest", val, (uint32_t) strlen(val));
+                ck_assert_int_eq(create_op(ops[i], 1, name, x, &e), 0);
+                ck_assert_str_eq(host_label(name), val);
+        }
+        /* TMPFILE: unnamed, so asked through the server. */
+        x->len = 0;
+        secctx_add(x, "security.vufstest", "tmp", 3);
+        ck_assert_int_eq(create_op(FUSE_TMPFILE, 1, NULL, x, &e), 0);
+        args_add(a, &gi, sizeof gi);
+        args_str(a, "security.vufstest");
+        ck_assert_int_eq(call_full(FUSE_GETXATTR, e.nodeid, a, 16 + 64, &rep), 0);
+        ck_assert_uint_eq(rep.len, 3);
+        ck_assert(memcmp(rep.payload, "tmp", 3) == 0);
+        free(rep.payload);
+        /* No LSM label (nr_secctx 0, the header alone): created, unlabelled. */
+        {
+                struct fuse_secctx_header h = { .size = 8, .nr_secctx = 0 };
+                x->len = 0;
+                args_add(x, &h, sizeof h);
+                ck_assert_int_eq(create_op(FUSE_MKDIR, 1, "nolabel", x, NULL), 0);
+                ck_assert_str_eq(host_label("nolabel"), "");
+        }
+        /* An extension of another type next to it is skipped. */
+        {
+                struct fuse_ext_header other = { .size = 16, .type = 32 };
+                uint64_t payload = 0;
+                x->len = 0;
+                args_add(x, &other, sizeof other);
+                args_add(x, &payload, sizeof payload);
+                secctx_add(x, "security.vufstest", "after", 5);
+                ck_assert_int_eq(create_op(FUSE_MKDIR, 1, "other", x, NULL), 0);
+                ck_assert_str_eq(host_label("other"), "after");
+        }
+        /* A label the host refuses (too large for one ext4 xattr block here): the new inode is
+         * removed again and the error returned. Whether the host refuses is probed first. */
+        {
+                static char big[XATTR_SIZE_MAX];
+                bool host_refuses;
+                memset(big, 'L', sizeof big);
+                ck_assert_int_eq(mknod(share_path("probe"), S_IFREG | 0600, 0), 0);
+                host_refuses = setxattr(share_path("probe"), "security.vufstest", big, sizeof big, 0) < 0;
+                for (size_t i = 0; i < ELEMENTSOF(ops); i++) {
+                        int r;
+                        snprintf(name, sizeof name, "big%zu", i);
+                        x->len = 0;
+                        secctx_add(x, "security.vufstest", big, sizeof big);
+                        r = create_op(ops[i], 1, name, x, &e);
+                        if (host_refuses) {
+                                ck_assert_int_lt(r, 0);
+                                ck_assert_int_eq(lstat(share_path(name), &st), -1);
+                                ck_assert_int_eq(errno, ENOENT);
+                        } else
+                                ck_assert_int_eq(r, 0);
+                }
+                x->len = 0;
+                secctx_add(x, "security.vufstest", big, sizeof big);
+                ck_assert_int_eq(create_op(FUSE_TMPFILE, 1, NULL, x, &e) < 0, host_refuses);
+        }
+        free(x);
+        free(a);
+}
+END_TEST
+
+/* Malformed security contexts are EINVAL and create nothing, negotiated or not. */
+static void expect_bad_secctx(const Args *x, int err) {
+        struct stat st;
+        ck_assert_int_eq(create_op(FUSE_MKDIR, 1, "bad", x, NULL), err);
+        ck_assert_int_eq(lstat(share_path("bad"), &st), -1);
+}
+
+static void secctx_poke(Args *x, size_t off, uint32_t v) {
+        memcpy(x->buf + off, &v, sizeof v);
+}
+
+static void malformed_secctx_cases(void) {
+        static const char *bad_names[] = { "user.vufstest", "security.", "security.capability", "trusted.x" };
+        Args *x = args_new();
+        char longname[XATTR_NAME_MAX + 16];
+
+        /* header size 0, not a multiple of 8, beyond the block */
+        x->len = 0;
+        secctx_add(x, "security.vufstest", "v", 1);
+        secctx_poke(x, 0, 0);
+        expect_bad_secctx(x, -EINVAL);
+        secctx_poke(x, 0, 12);
+        expect_bad_secctx(x, -EINVAL);
+        secctx_poke(x, 0, (uint32_t) x->len + 8);
+        expect_bad_secctx(x, -EINVAL);
+        /* value size beyond the record, and far beyond XATTR_SIZE_MAX */
+        x->len = 0;
+        secctx_add(x, "security.vufstest", "v", 1);
+        secctx_poke(x, 8, 1000);
+        expect_bad_secctx(x, -EINVAL);
+        secctx_poke(x, 8, 0xffffffff);
+        expect_bad_secctx(x, -EINVAL);
+        /* value larger than XATTR_SIZE_MAX, with the bytes really there */
+        {
+                static char huge[XATTR_SIZE_MAX + 8];
+                x->len = 0;
+                secctx_add(x, "security.vufstest", huge, sizeof huge);
+                expect_bad_secctx(x, -EINVAL);
+        }
+        /* two labels announced, one present */
+        x->len = 0;
+        secctx_add(x, "security.vufstest", "v", 1);
+        secctx_poke(x, 4, 2);
+        expect_bad_secctx(x, -EINVAL);
+        /* bytes left over after the labels */
+        {
+                uint64_t zero = 0;
+                x->len = 0;
+                secctx_add(x, "security.vufstest", "v", 1);
+                args_add(x, &zero, sizeof zero);
+                secctx_poke(x, 0, (uint32_t) x->len);
+                expect_bad_secctx(x, -EINVAL);
+        }
+        /* a name without its NUL: the record is filled with name bytes */
+        {
+                struct fuse_secctx_header h = { .size = 32, .nr_secctx = 1 };
+                struct fuse_secctx sc = { .size = 0 };
+                x->len = 0;
+                args_add(x, &h, sizeof h);
+                args_add(x, &sc, sizeof sc);
+                args_add(x, "security.vufstes", 16);
+                expect_bad_secctx(x, -EINVAL);
+        }
+        /* names: not security.*, empty suffix, capabilities, too long */
+        for (size_t i = 0; i < ELEMENTSOF(bad_names); i++) {
+                x->len = 0;
+                secctx_add(x, bad_names[i], "v", 1);
+                expect_bad_secctx(x, -EINVAL);
+        }
+        memset(longname, 'n', sizeof longname);
+        memcpy(longname, "security.", 9);
+        longname[XATTR_NAME_MAX + 1] = 0;
+        x->len = 0;
+        secctx_add(x, longname, "v", 1);
+        expect_bad_secctx(x, -EINVAL);
+        /* two security contexts */
+        x->len = 0;
+        secctx_add(x, "security.vufstest", "a", 1);
+        secctx_add(x, "security.vufstest", "b", 1);
+        expect_bad_secctx(x, -EINVAL);
+        /* a record that runs past the block, and a block too short for a header */
+        {
+                struct fuse_ext_header other = { .size = 16, .type = 40 };
+                x->len = 0;
+                secctx_add(x, "security.vufstest", "v", 1);
+                args_add(x, &other, sizeof other);
+                expect_bad_secctx(x, -EINVAL);
+        }
+        /* A block larger than any valid one: refused before it is copied. */
+        x->len = 0;
+        secctx_add(x, "security.vufstest", "v", 1);
+        x->len = 65535 * 8;
+        expect_bad_secctx(x, -E2BIG);
+        free(x);
+}
+
+START_TEST(test_security_ctx_malformed) {
+        struct fuse_getattr_in g = { 0 };
+        struct fuse_attr_out ao;
+        Args *x = args_new(), *a = args_new();
+
+        server_restart(false, true, false, true);
+        do_init();
+        malformed_secctx_cases();
+
+        /* Not negotiated (the guest did not offer it): a valid context is parsed and skipped, a
+         * malformed one is still refused. */
+        do_init_flags(0x7bfffffb, 0xb & ~(uint32_t) (FUSE_SECURITY_CTX >> 32), NULL);
+        x->len = 0;
+        secctx_add(x, "security.vufstest", "unused", 6);
+        ck_assert_int_eq(create_op(FUSE_MKDIR, 1, "skipped", x, NULL), 0);
+        ck_assert_str_eq(host_label("skipped"), "");
+        malformed_secctx_cases();
+        /* Option off: the same. */
+        server_restart(false, false, false, true);
+        do_init();
+        ck_assert_int_eq(create_op(FUSE_CREATE, 1, "skipped2", x, NULL), 0);
+        ck_assert_str_eq(host_label("skipped2"), "");
+        malformed_secctx_cases();
+        /* Any opcode: extensions are framed and skipped; a bad frame is EINVAL. */
+        args_add(a, &g, sizeof g);
+        ck_assert_int_eq(call_ext(FUSE_GETATTR, 1, a, x, &ao, sizeof ao), 0);
+        ck_assert(S_ISDIR(ao.attr.mode));
+        secctx_poke(x, 0, 4);
+        ck_assert_int_eq(call_ext(FUSE_GETATTR, 1, a, x, &ao, sizeof ao), -EINVAL);
+        free(x);
+        free(a);
+}
+END_TEST
+
+/* An ACL xattr value as setfacl writes it: struct posix_acl_xattr_header, then the entries
+ * (linux/posix_acl_xattr.h; little-endian fields, as on this host). */
+typedef struct AclEnt {
+        uint16_t tag, perm;
+        uint32_t id;
+} AclEnt;
+
+static size_t acl_value(uint8_t *buf, const AclEnt *ents, size_t n) {
+        struct posix_acl_xattr_header h = { .a_version = POSIX_ACL_XATTR_VERSION };
+        size_t off = sizeof h;
+
+        memcpy(buf, &h, sizeof h);
+        for (size_t i = 0; i < n; i++) {
+                struct posix_acl_xattr_entry e = { .e_tag = ents[i].tag, .e_perm = ents[i].perm,
+                                                   .e_id = ents[i].id };
+                memcpy(buf + off, &e, sizeof e);
+                off += sizeof e;
+        }
+        return off;
+}
+
+static int setxattr_req(uint64_t nodeid, const char *name, const void *v, size_t n, uint32_t sflags) {
+        Args *a = args_new();
+        struct fuse_setxattr_in si = { .size = (uint32_t) n, .setxattr_flags = sflags };
+        int r;
+
+        args_add(a, &si, sizeof si);
+        args_str(a, name);
+        args_add(a, v, n);
+        r = call(FUSE_SETXATTR, nodeid, a, NULL, 0);
+        free(a);
+        return r;
+}
+
+static int create_umask(uint64_t parent, const char *name, uint32_t mode, uint32_t umask_v,
+                        struct fuse_entry_out *e) {
+        Args *a = args_new();
+        struct fuse_create_in c = { .flags = O_RDWR | O_CREAT, .mode = S_IFREG | mode, .umask = umask_v };
+        struct {
+                struct fuse_entry_out e;
+                struct fuse_open_out o;
+        } out;
+        int r;
+
+        args_add(a, &c, sizeof c);
+        args_str(a, name);
+        r = call(FUSE_CREATE, parent, a, &out, sizeof out);
+        free(a);
+        if (r == 0) {
+                *e = out.e;
+                ck_assert_int_eq(release_req(FUSE_RELEASE, out.e.nodeid, out.o.fh), 0);
+        }
+        return r;
+}
+
+static uint32_t chmod_req(uint64_t nodeid, uint32_t mode) {
+        Args *a = args_new();
+        struct fuse_setattr_in sa = { .valid = FATTR_MODE, .mode = mode };
+        struct fuse_attr_out ao;
+
+        args_add(a, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, nodeid, a, &ao, sizeof ao), 0);
+        free(a);
+        return ao.attr.mode & 07777;
+}
+
+static uint32_t mode_of(uint64_t nodeid) {
+        struct fuse_attr_out ao;
+        ck_assert_int_eq(getattr_req(nodeid, &ao), 0);
+        return ao.attr.mode & 07777;
+}
+
+START_TEST(test_posix_acl) {
+        static const AclEnt dflt[] = { { ACL_USER_OBJ, 7, ACL_UNDEFINED_ID }, { ACL_GROUP_OBJ, 7, ACL_UNDEFINED_ID },
+                                       { ACL_OTHER, 7, ACL_UNDEFINED_ID } };
+        static const AclEnt acc[] = { { ACL_USER_OBJ, 6, ACL_UNDEFINED_ID }, { ACL_USER, 6, 1000 },
+                                      { ACL_GROUP_OBJ, 4, ACL_UNDEFINED_ID }, { ACL_MASK, 6, ACL_UNDEFINED_ID },
+                                      { ACL_OTHER, 0, ACL_UNDEFINED_ID } };
+        static const AclEnt rwx[] = { { ACL_USER_OBJ, 7, ACL_UNDEFINED_ID }, { ACL_GROUP_OBJ, 7, ACL_UNDEFINED_ID },
+                                      { ACL_OTHER, 0, ACL_UNDEFINED_ID } };
+        struct fuse_entry_out plain, acl, e;
+        struct fuse_init_out io;
+        uint8_t v[256], got[256];
+        size_t n;
+        ssize_t k;
+
+        server_restart(false, false, true, true);
+        do_init_flags(0x7bfffffb, 0xb, &io);
+        ck_assert(io.flags & FUSE_POSIX_ACL);
+        ck_assert(io.flags & FUSE_DONT_MASK);
+
+        /* The guest sends the mode unmasked: without a default ACL the umask applies... */
+        ck_assert_int_eq(mkdir_req(1, "plain", 0777, 022, &plain), 0);
+        ck_assert_uint_eq(plain.attr.mode & 07777, 0755);
+        ck_assert_int_eq(create_umask(plain.nodeid, "f", 0666, 027, &e), 0);
+        ck_assert_uint_eq(e.attr.mode & 07777, 0640);
+        /* ...and under a default ACL it does not: the ACL decides. */
+        ck_assert_int_eq(mkdir_req(1, "acl", 0755, 0, &acl), 0);
+        n = acl_value(v, dflt, ELEMENTSOF(dflt));
+        ck_assert_int_eq(setxattr_req(acl.nodeid, "system.posix_acl_default", v, n, 0), 0);
+        ck_assert_int_eq(mkdir_req(acl.nodeid, "d", 0777, 022, &e), 0);
+        ck_assert_uint_eq(e.attr.mode & 07777, 0777);
+        ck_assert_int_eq(create_umask(acl.nodeid, "f", 0666, 077, &e), 0);
+        ck_assert_uint_eq(e.attr.mode & 07777, 0666);
+        ck_assert_int_eq(mkdir_req(acl.nodeid, "d2", 0750, 0, &e), 0);
+        ck_assert_uint_eq(e.attr.mode & 07777, 0750); /* the requested mode still limits */
+        /* The new directory inherited the default ACL. */
+        k = getxattr(share_path("acl/d"), "system.posix_acl_default", got, sizeof got);
+        ck_assert_int_eq(k, (ssize_t) n);
+        ck_assert(memcmp(got, v, n) == 0);
+
+        /* An access ACL sets the mode (group bits = mask), and chmod then sets the mask. */
+        ck_assert_int_eq(lookup(plain.nodeid, "f", &e), 0);
+        n = acl_value(v, acc, ELEMENTSOF(acc));
+        ck_assert_int_eq(setxattr_req(e.nodeid, "system.posix_acl_access", v, n, 0), 0);
+        ck_assert_uint_eq(mode_of(e.nodeid), 0660);
+        ck_assert_uint_eq(chmod_req(e.nodeid, 0640), 0640);
+        k = getxattr(share_path("plain/f"), "system.posix_acl_access", got, sizeof got);
+        ck_assert_int_eq(k, (ssize_t) n);
+        {
+                struct posix_acl_xattr_entry ents[5];
+                memcpy(ents, got + sizeof(struct posix_acl_xattr_header), sizeof ents);
+                ck_assert_uint_eq(ents[1].e_tag, ACL_USER);
+                ck_assert_uint_eq(ents[1].e_perm, 6); /* named entries keep theirs */
+                ck_assert_uint_eq(ents[3].e_tag, ACL_MASK);
+                ck_assert_uint_eq(ents[3].e_perm, 4); /* the mask follows the group bits */
+        }
+
+        /* FUSE_SETXATTR_ACL_KILL_SGID clears setgid with the ACL; without it setgid stays. */
+        n = acl_value(v, rwx, ELEMENTSOF(rwx));
+        ck_assert_int_eq(create_umask(plain.nodeid, "g", 0666, 0, &e), 0);
+        ck_assert_uint_eq(chmod_req(e.nodeid, 02770), 02770);
+        ck_assert_int_eq(setxattr_req(e.nodeid, "system.posix_acl_access", v, n, FUSE_SETXATTR_ACL_KILL_SGID), 0);
+        ck_assert_uint_eq(mode_of(e.nodeid), 0770);
+        ck_assert_int_eq(create_umask(plain.nodeid, "h", 0666, 0, &e), 0);
+        ck_assert_uint_eq(chmod_req(e.nodeid, 02770), 02770);
+        ck_assert_int_eq(setxattr_req(e.nodeid, "system.posix_acl_access", v, n, 0), 0);
+        ck_assert_uint_eq(mode_of(e.nodeid), 02770);
+
+        /* ACL names are refused when the option is off. */
+        server_restart(false, false, false, true);
+        do_init();
+        ck_assert_int_eq(lookup(1, "acl", &acl), 0);
+        n = acl_value(v, dflt, ELEMENTSOF(dflt));
+        ck_assert_int_eq(setxattr_req(acl.nodeid, "system.posix_acl_default", v, n, 0), -EOPNOTSUPP);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("fuse-server");
         TCase *tc = tcase_create("core");
@@ -1851,6 +2487,11 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_fd_budget);
         tcase_add_test(tc, test_locks);
         tcase_add_test(tc, test_concurrent);
+        tcase_add_test(tc, test_init_features);
+        tcase_add_test(tc, test_submounts);
+        tcase_add_test(tc, test_security_ctx);
+        tcase_add_test(tc, test_security_ctx_malformed);
+        tcase_add_test(tc, test_posix_acl);
         suite_add_tcase(s, tc);
         return s;
 }

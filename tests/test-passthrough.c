@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -227,9 +229,9 @@ static int xattr_in_chroot(void) {
                 return 20;
         if (ops->symlink(pt, &root_ctx, 1, "xl", "xf", &l) < 0)
                 return 21;
-        if (ops->setxattr(pt, &root_ctx, f.nodeid, "trusted.t", "vf", 2, 0) != 0 ||
-            ops->setxattr(pt, &root_ctx, d.nodeid, "trusted.t", "vd", 2, XATTR_CREATE) != 0 ||
-            ops->setxattr(pt, &root_ctx, l.nodeid, "trusted.t", "vl", 2, 0) != 0)
+        if (ops->setxattr(pt, &root_ctx, f.nodeid, "trusted.t", "vf", 2, 0, false) != 0 ||
+            ops->setxattr(pt, &root_ctx, d.nodeid, "trusted.t", "vd", 2, XATTR_CREATE, false) != 0 ||
+            ops->setxattr(pt, &root_ctx, l.nodeid, "trusted.t", "vl", 2, 0, false) != 0)
                 return 13;
         n = ops->getxattr(pt, &root_ctx, f.nodeid, "trusted.t", buf, sizeof buf);
         if (n != 2 || memcmp(buf, "vf", 2) != 0)
@@ -262,6 +264,93 @@ START_TEST(test_xattr_without_proc_path) {
 }
 END_TEST
 
+/* Security labels through FsCtx: set on every kind of new inode; a label the host refuses leaves
+ * nothing behind (no name, no node, no handle, no fd). */
+START_TEST(test_security_labels) {
+        static char big[65536];
+        FsSecLabel l = { .name = "security.vufstest", .value = "lbl", .size = 3 };
+        FsSecLabel bad = { .name = "security.vufstest", .value = big, .size = sizeof big };
+        FsCtx c = { .labels = &l, .n_labels = 1 };
+        const char *names[] = { "d", "p", "s", "f" };
+        FsEntry e;
+        uint64_t fh;
+        char buf[16];
+        struct stat st;
+        bool host_refuses;
+
+        ck_assert_int_eq(ops->mkdir(pt, &c, 1, "d", 0755, &e), 0);
+        ck_assert_int_eq(ops->mknod(pt, &c, 1, "p", S_IFIFO | 0644, 0, &e), 0);
+        ck_assert_int_eq(ops->symlink(pt, &c, 1, "s", "target", &e), 0);
+        ck_assert_int_eq(ops->create(pt, &c, 1, "f", 0644, O_RDWR, false, &e, &fh), 0);
+        ck_assert_int_eq(ops->release(pt, &c, e.nodeid, fh, 0, false), 0);
+        for (size_t i = 0; i < 4; i++) {
+                ck_assert_int_eq(lgetxattr(path(names[i]), "security.vufstest", buf, sizeof buf), 3);
+                ck_assert(memcmp(buf, "lbl", 3) == 0);
+        }
+        ck_assert_int_eq(ops->tmpfile(pt, &c, 1, 0600, O_RDWR, &e, &fh), 0);
+        ck_assert_int_eq(ops->getxattr(pt, &c, e.nodeid, "security.vufstest", buf, sizeof buf), 3);
+        ck_assert_int_eq(ops->release(pt, &c, e.nodeid, fh, 0, false), 0);
+        /* An existing file opened by create() is not relabelled. */
+        l.value = "new";
+        ck_assert_int_eq(ops->create(pt, &c, 1, "f", 0644, O_RDWR, false, &e, &fh), 0);
+        ck_assert_int_eq(ops->release(pt, &c, e.nodeid, fh, 0, false), 0);
+        ck_assert_int_eq(lgetxattr(path("f"), "security.vufstest", buf, sizeof buf), 3);
+        ck_assert(memcmp(buf, "lbl", 3) == 0);
+        ops->session_reset(pt, false);
+        ck_assert_uint_eq(passthrough_fds_used(pt), baseline_fds);
+
+        memset(big, 'L', sizeof big);
+        ck_assert_int_eq(mknod(path("probe"), S_IFREG | 0600, 0), 0);
+        host_refuses = setxattr(path("probe"), "security.vufstest", big, sizeof big, 0) < 0;
+        ck_assert_int_eq(unlink(path("probe")), 0);
+        c.labels = &bad;
+        ck_assert_int_eq(ops->mkdir(pt, &c, 1, "bd", 0755, &e) < 0, host_refuses);
+        ck_assert_int_eq(ops->mknod(pt, &c, 1, "bp", S_IFIFO | 0644, 0, &e) < 0, host_refuses);
+        ck_assert_int_eq(ops->symlink(pt, &c, 1, "bs", "target", &e) < 0, host_refuses);
+        ck_assert_int_eq(ops->create(pt, &c, 1, "bf", 0644, O_RDWR, false, &e, &fh) < 0, host_refuses);
+        ck_assert_int_eq(ops->tmpfile(pt, &c, 1, 0600, O_RDWR, &e, &fh) < 0, host_refuses);
+        if (host_refuses) {
+                ck_assert_int_eq(lstat(path("bd"), &st), -1);
+                ck_assert_int_eq(lstat(path("bp"), &st), -1);
+                ck_assert_int_eq(lstat(path("bs"), &st), -1);
+                ck_assert_int_eq(lstat(path("bf"), &st), -1);
+                ck_assert_uint_eq(passthrough_inode_count(pt), 1);
+                ck_assert_uint_eq(passthrough_handle_count(pt), 0);
+                ck_assert_uint_eq(passthrough_fds_used(pt), baseline_fds);
+        }
+}
+END_TEST
+
+/* A directory on another mount than its parent is marked; its own children are not. */
+START_TEST(test_submount_entries) {
+        FsEntry e, t;
+
+        /* A private mount namespace of this forked test process: nothing outlives it. */
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        ck_assert_int_eq(mkdir(path("m"), 0755), 0);
+        ck_assert_int_eq(mkdir(path("plain"), 0755), 0);
+        ck_assert_int_eq(mount("vufstest", path("m"), "tmpfs", 0, "size=1m"), 0);
+        ck_assert_int_eq(mkdir(path("m/inner"), 0755), 0);
+        ck_assert_int_eq(mknod(path("m/file"), S_IFREG | 0644, 0), 0);
+        /* The root handle from setup() is a mount of the old namespace: start over in this one. */
+        pt = passthrough_free(pt);
+        start(FS_OPTIONS_DEFAULT);
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, 1, "m", &t), 0);
+        ck_assert(t.submount);
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, 1, "plain", &e), 0);
+        ck_assert(!e.submount);
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, t.nodeid, "inner", &e), 0);
+        ck_assert(!e.submount);
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, t.nodeid, "file", &e), 0);
+        ck_assert(!e.submount);
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, t.nodeid, ".", &e), 0);
+        ck_assert(!e.submount);
+        ops->session_reset(pt, false);
+        ck_assert_int_eq(umount2(path("m"), MNT_DETACH), 0);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("passthrough");
         TCase *tc = tcase_create("core");
@@ -280,6 +369,8 @@ int main(void) {
         tcase_add_test(tc, test_budget_enfile);
         tcase_add_test(tc, test_symlink_and_mknod_as_caller);
         tcase_add_test(tc, test_xattr_without_proc_path);
+        tcase_add_test(tc, test_security_labels);
+        tcase_add_test(tc, test_submount_entries);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
