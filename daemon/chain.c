@@ -53,19 +53,52 @@ static void seg_zero(void *seg, size_t n, void *ud) {
         memset(seg, 0, n);
 }
 
+/* The common case on the data path: the next len bytes (a FUSE header, an argument, a reply struct)
+ * lie inside the current iovec. Returns where they start and consumes them, or NULL (nothing
+ * consumed) when they span iovecs; the caller then walks. The caller has checked len <= it->left. */
+static inline char *chain_contiguous(ChainIter *it, size_t len) {
+        const struct iovec *v;
+        char *p;
+
+        if (len == 0 || it->idx >= it->niov)
+                return NULL;
+        v = &it->iov[it->idx];
+        if (v->iov_len - it->off < len)
+                return NULL;
+        p = (char *) v->iov_base + it->off;
+        it->off += len;
+        it->left -= len;
+        it->consumed += len;
+        /* Keep idx on the next byte, as chain_walk() does. */
+        while (it->idx < it->niov && it->off == it->iov[it->idx].iov_len) {
+                it->idx++;
+                it->off = 0;
+        }
+        return p;
+}
+
 int chain_read(ChainIter *it, void *dst, size_t len) {
-        char *p = dst;
+        char *p = dst, *q;
         if (len > it->left)
                 return -EBADMSG;
-        chain_walk(it, len, seg_copy_out, &p);
+        q = chain_contiguous(it, len);
+        if (q)
+                memcpy(dst, q, len);
+        else
+                chain_walk(it, len, seg_copy_out, &p);
         return 0;
 }
 
 int chain_write(ChainIter *it, const void *src, size_t len) {
         const char *p = src;
+        char *q;
         if (len > it->left)
                 return -ENOSPC;
-        chain_walk(it, len, seg_copy_in, &p);
+        q = chain_contiguous(it, len);
+        if (q)
+                memcpy(q, src, len);
+        else
+                chain_walk(it, len, seg_copy_in, &p);
         return 0;
 }
 

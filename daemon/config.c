@@ -71,6 +71,8 @@ static void help(void) {
                "                            inline until requests back up or would block\n"
                "  --thread-pool-size=N      workers for pool/auto, 1..1024 (default 2 per CPU, 4..64);\n"
                "                            without --threads: 0 = inline, N = pool of N (virtiofsd)\n"
+               "  --poll-us=N               request queue threads watch the ring N microseconds before\n"
+               "                            sleeping: lower latency, one busy CPU per queue (default 0)\n"
                "\n"
                "Configuration:\n"
                "  --instance=NAME           instance name (systemd: %%i); reads " VUFSD_CONFIG_DIR "/NAME.conf\n"
@@ -265,6 +267,7 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 ARG_LOG_LEVEL,
                 ARG_THREAD_POOL_SIZE,
                 ARG_THREADS,
+                ARG_POLL_US,
                 ARG_SANDBOX,
                 ARG_SECCOMP,
                 ARG_MODCAPS,
@@ -287,6 +290,7 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "thread-pool-size", required_argument, NULL, ARG_THREAD_POOL_SIZE },
                 { "threads", required_argument, NULL, ARG_THREADS },
+                { "poll-us", required_argument, NULL, ARG_POLL_US },
                 { "sandbox", required_argument, NULL, ARG_SANDBOX },
                 { "seccomp", required_argument, NULL, ARG_SECCOMP },
                 { "modcaps", required_argument, NULL, ARG_MODCAPS },
@@ -364,6 +368,13 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         break;
                 case ARG_THREADS:
                         r = set_string(&c->threads, optarg);
+                        break;
+                case ARG_POLL_US:
+                        if (parse_uint(optarg, DEVICE_MAX_POLL_US, &u) < 0) {
+                                fprintf(stderr, "vufsd: --poll-us must be 0..%u\n", DEVICE_MAX_POLL_US);
+                                return -EINVAL;
+                        }
+                        c->poll_us = (unsigned) u;
                         break;
                 case ARG_SANDBOX:
                         r = set_string(&c->sandbox, optarg);

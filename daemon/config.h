@@ -19,6 +19,7 @@ typedef struct Config {
 
         int thread_pool_size; /* --thread-pool-size, -1 = not given */
         char *threads;        /* --threads inline|pool|auto */
+        unsigned poll_us;     /* --poll-us: busy-poll window of the request queues, 0 = off */
         uint64_t rlimit_nofile;
         char *sandbox;
         char *seccomp;      /* --seccomp kill|log|trap|none; NULL = kill (none in sanitizer builds) */

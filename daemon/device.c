@@ -241,6 +241,39 @@ static void queue_process(Queue *q) {
         }
 }
 
+void device_set_poll_us(Device *d, unsigned us) {
+        atomic_store_explicit(&d->poll_us, MIN(us, DEVICE_MAX_POLL_US), memory_order_relaxed);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+}
+
+/* Watches the ring for up to poll_us with guest kicks suppressed; true if requests arrived. Leaves
+ * kicks suppressed: the caller processes, or re-enables them (and re-checks) before sleeping. */
+static bool queue_busy_poll(Queue *q, unsigned poll_us) {
+        uint64_t deadline = now_ns() + (uint64_t) poll_us * 1000;
+        unsigned spins = 0;
+
+        pthread_mutex_lock(&q->lock);
+        vq_suppress_notify(&q->vq);
+        pthread_mutex_unlock(&q->lock);
+        /* vq_pending() reads the guest's avail index and our last_avail, which only this thread
+         * changes: looking needs no lock. */
+        for (;;) {
+                if (vq_pending(&q->vq) > 0)
+                        return true;
+                if (atomic_load_explicit(&q->stopping, memory_order_relaxed) ||
+                    !atomic_load_explicit(&q->enabled, memory_order_relaxed))
+                        return false;
+                cpu_relax();
+                if (++spins % 64 == 0 && now_ns() >= deadline)
+                        return false;
+        }
+}
+
 static void *queue_thread(void *userdata) {
         Queue *q = userdata;
         char name[16];
@@ -255,7 +288,22 @@ static void *queue_thread(void *userdata) {
                         { .fd = q->wake_fd, .events = POLLIN },
                 };
                 eventfd_t v;
+                unsigned poll_us = atomic_load_explicit(&q->dev->poll_us, memory_order_relaxed);
 
+                /* --poll-us: look at the ring a while before sleeping, so a request that comes
+                 * soon costs neither a guest kick nor our wake-up. The hiprio queue never polls. */
+                if (poll_us > 0 && q->index != DEVICE_HIPRIO_QUEUE) {
+                        bool more = queue_busy_poll(q, poll_us);
+                        if (!more) {
+                                pthread_mutex_lock(&q->lock);
+                                more = !q->vq.broken && vq_enable_notify(&q->vq);
+                                pthread_mutex_unlock(&q->lock);
+                        }
+                        if (more) {
+                                queue_process(q);
+                                continue;
+                        }
+                }
                 if (poll(p, 2, -1) < 0) {
                         if (errno == EINTR)
                                 continue;

@@ -75,7 +75,17 @@ struct Device {
         /* Set once by device_attach() before any queue starts; NULL = inline, no statistics. */
         Executor *executor;
         Stats *stats;
+
+        /* Busy-poll window in microseconds before a request queue thread sleeps (0 = never);
+         * read by the queue threads at every idle moment, so it switches at run time. */
+        _Atomic unsigned poll_us;
 };
+
+#define DEVICE_MAX_POLL_US 1000000u
+
+/* Sets the busy-poll window (0 disables it, at most DEVICE_MAX_POLL_US); any thread, takes effect
+ * at the queue threads' next idle moment. */
+void device_set_poll_us(Device *d, unsigned us);
 
 int device_new(Device **ret, FuseServer *fs, unsigned n_request_queues);
 Device *device_free(Device *d);

@@ -56,6 +56,7 @@ int manager_new(Manager **ret, const Config *c) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up statistics: %m");
         device_attach(m->device, m->executor, m->stats);
+        device_set_poll_us(m->device, c->poll_us);
         *ret = TAKE_PTR(m);
         return 0;
 }

@@ -189,6 +189,17 @@ void vq_disable_notify(VirtQueue *vq) {
         RING_STORE(vq->used->flags, RING_LOAD(vq->used->flags) | VRING_USED_F_NO_NOTIFY);
 }
 
+void vq_suppress_notify(VirtQueue *vq) {
+        if (!vq->used)
+                return;
+        if (vq->event_idx)
+                /* An event index just behind what we consumed: the guest's next kick would only be
+                 * due after the index wraps around, and we look long before that. */
+                set_avail_event(vq, (uint16_t) (vq->last_avail - 1));
+        else
+                RING_STORE(vq->used->flags, RING_LOAD(vq->used->flags) | VRING_USED_F_NO_NOTIFY);
+}
+
 bool vq_enable_notify(VirtQueue *vq) {
         if (!vq->used)
                 return false;

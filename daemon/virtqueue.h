@@ -72,6 +72,9 @@ bool vq_flush(VirtQueue *vq);
 bool vq_enable_notify(VirtQueue *vq);
 /* Tells the guest kicks are not needed while we are busy popping. */
 void vq_disable_notify(VirtQueue *vq);
+/* Tells the guest no kick is needed at all (even with event idx) while we poll the ring ourselves;
+ * vq_enable_notify() undoes it. */
+void vq_suppress_notify(VirtQueue *vq);
 
 /* Requests available and not yet popped. */
 unsigned vq_pending(const VirtQueue *vq);

@@ -76,12 +76,48 @@ START_TEST(test_peek_and_split) {
 }
 END_TEST
 
+/* Reads and writes that fit in the current iovec take a shortcut; it must leave the iterator exactly
+ * where the general walk would (past empty iovecs, on the next byte). */
+START_TEST(test_contiguous_shortcut) {
+        char a[4] = "abcd", b[3] = "efg", w1[2], w2[3];
+        struct iovec v[] = { { a, 4 }, { NULL, 0 }, { NULL, 0 }, { b, 3 } };
+        struct iovec wv[] = { { w1, 2 }, { NULL, 0 }, { w2, 3 } };
+        struct iovec peek[2];
+        ChainIter it;
+        char out[4];
+
+        chain_iter_init(&it, v, 4);
+        ck_assert_int_eq(chain_read(&it, out, 2), 0);
+        ck_assert_mem_eq(out, "ab", 2);
+        ck_assert_int_eq(chain_read(&it, out, 2), 0); /* ends exactly at an iovec's end */
+        ck_assert_mem_eq(out, "cd", 2);
+        ck_assert_uint_eq(it.idx, 3);
+        ck_assert_uint_eq(chain_left(&it), 3);
+        ck_assert_uint_eq(chain_consumed(&it), 4);
+        ck_assert_int_eq(chain_peek_iov(&it, 3, peek, 2), 1);
+        ck_assert_ptr_eq(peek[0].iov_base, b);
+        ck_assert_int_eq(chain_read(&it, out, 3), 0);
+        ck_assert_mem_eq(out, "efg", 3);
+        ck_assert_uint_eq(it.idx, 4);
+        ck_assert_int_eq(chain_read(&it, out, 1), -EBADMSG);
+
+        chain_iter_init(&it, wv, 3);
+        ck_assert_int_eq(chain_write(&it, "12", 2), 0);
+        ck_assert_uint_eq(it.idx, 2);
+        ck_assert_int_eq(chain_write(&it, "345", 3), 0);
+        ck_assert_mem_eq(w1, "12", 2);
+        ck_assert_mem_eq(w2, "345", 3);
+        ck_assert_int_eq(chain_write(&it, "6", 1), -ENOSPC);
+}
+END_TEST
+
 static Suite *chain_suite(void) {
         Suite *s = suite_create("chain");
         TCase *tc = tcase_create("core");
         tcase_add_test(tc, test_read_across_iovecs);
         tcase_add_test(tc, test_write_and_zero);
         tcase_add_test(tc, test_peek_and_split);
+        tcase_add_test(tc, test_contiguous_shortcut);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -256,6 +256,33 @@ START_TEST(test_event_idx) {
 }
 END_TEST
 
+/* Busy polling (--poll-us): the guest must see that no kick is needed for its next requests, with
+ * and without event idx, until notifications are enabled again. */
+START_TEST(test_suppress_notify) {
+        uint16_t ev, old;
+
+        vq.event_idx = true;
+        set_desc(1, BUF_GPA, 8, 0, 0);
+        post(1);
+        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+        vq_suppress_notify(&vq);
+        ev = *(uint16_t *) &used()->ring[NUM];
+        /* The driver's check (virtio spec 2.7.10): kick if new - event - 1 < new - old. */
+        old = avail_idx;
+        for (uint16_t n = 1; n <= NUM; n++)
+                ck_assert(!vring_need_event(ev, (uint16_t) (old + n), old));
+        ck_assert(!vq_enable_notify(&vq));
+        ev = *(uint16_t *) &used()->ring[NUM];
+        ck_assert(vring_need_event(ev, (uint16_t) (old + 1), old));
+
+        vq.event_idx = false;
+        vq_suppress_notify(&vq);
+        ck_assert(used()->flags & VRING_USED_F_NO_NOTIFY);
+        ck_assert(!vq_enable_notify(&vq));
+        ck_assert(!(used()->flags & VRING_USED_F_NO_NOTIFY));
+}
+END_TEST
+
 START_TEST(test_no_interrupt_flag) {
         set_desc(1, BUF_GPA, 8, 0, 0);
         post(1);
@@ -299,6 +326,7 @@ int main(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_pop_direct_chain);
         tcase_add_test(tc, test_pop_indirect);
+        tcase_add_test(tc, test_suppress_notify);
         tcase_add_test(tc, test_loop);
         tcase_add_test(tc, test_next_out_of_range);
         tcase_add_test(tc, test_addr_outside_memory);
