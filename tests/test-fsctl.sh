@@ -49,25 +49,11 @@ json() { # json EXPRESSION: evaluates EXPRESSION on the parsed $out (as d; sys.a
                 "${odd_share:-}"
 }
 
-cat >"$T/bus.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=$T/bus.sock</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-EOF
-dbus-daemon --config-file="$T/bus.conf" --nofork --print-address=3 3>"$T/address" 2>"$T/dbus.log" &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$T/address" ] && break; sleep 0.05; done
-ADDR=$(head -n1 "$T/address")
-[ -n "$ADDR" ] || { echo "dbus-daemon did not start"; cat "$T/dbus.log"; exit 1; }
+# shellcheck source=tests/vm/common.sh
+. "$SRC/tests/vm/common.sh"
+vm_private_bus "$T" || { echo "dbus-daemon did not start"; exit 1; }
+pids+=("$VM_BUS_PID")
+ADDR=$VM_BUS_ADDRESS
 
 start_vufsd() { # start_vufsd INSTANCE SOCKET SHARE extra...
         local inst=$1 sock=$2 share=$3 pid

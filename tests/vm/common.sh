@@ -40,6 +40,25 @@ vm_missing_prerequisites() {
         command -v cpio >/dev/null || echo "cpio (apt-get install cpio)"
 }
 
+# Exits 77 (skip), or 1 with VUFS_VM_REQUIRED=1, when a prerequisite is missing; returns otherwise.
+# Usage: vm_require_prerequisites PREFIX [COMMAND...]: PREFIX starts the messages; each COMMAND must be
+# in PATH as well (tools/install-deps.sh installs the test's tools).
+vm_require_prerequisites() {
+        local prefix=$1 missing c
+        shift
+        missing=$(vm_missing_prerequisites)
+        for c in "$@"; do
+                command -v "$c" >/dev/null || missing+=$'\n'"$c (tools/install-deps.sh installs it)"
+        done
+        missing=$(sed '/^$/d' <<<"$missing")
+        [ -n "$missing" ] || return 0
+        echo "$prefix: missing prerequisites:" >&2
+        sed "s/^/$prefix:   /" <<<"$missing" >&2
+        [ "${VUFS_VM_REQUIRED:-0}" != 1 ] || exit 1
+        echo "$prefix: SKIP" >&2
+        exit 77
+}
+
 # Writes COUNT files of random data under DIR plus DIR/SHA256SUMS.
 # Usage: vm_make_data DIR NAME:SIZE...  (SIZE in bytes)
 vm_make_data() {
@@ -52,4 +71,37 @@ vm_make_data() {
                 head -c "$size" /dev/urandom > "$dir/$name"
         done
         (cd "$dir" && sha256sum -- "${@%%:*}" > SHA256SUMS)
+}
+
+# Starts a private dbus-daemon for tests that drive vufsd over D-Bus (everyone may own and call
+# anything). Usage: vm_private_bus DIR (bus.conf, bus.sock and dbus.log go there); sets VM_BUS_PID
+# and VM_BUS_ADDRESS, or returns 1 with the daemon's log on stderr. The caller kills VM_BUS_PID.
+vm_private_bus() {
+        local dir=$1
+        cat >"$dir/bus.conf" <<BUSCONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=$dir/bus.sock</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+BUSCONF
+        dbus-daemon --config-file="$dir/bus.conf" --nofork --print-address=3 3>"$dir/bus.address" 2>"$dir/dbus.log" &
+        # shellcheck disable=SC2034 # for the caller
+        VM_BUS_PID=$!
+        for _ in $(seq 100); do
+                [ -s "$dir/bus.address" ] && break
+                sleep 0.05
+        done
+        VM_BUS_ADDRESS=$(head -n1 "$dir/bus.address")
+        if [ -z "$VM_BUS_ADDRESS" ]; then
+                cat "$dir/dbus.log" >&2
+                return 1
+        fi
 }

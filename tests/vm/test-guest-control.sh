@@ -7,6 +7,8 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/vm/common.sh
+. "$here/common.sh"
 : "${VUFSD_BINARY:?}" "${FSCTL_BINARY:?}"
 msg() { echo "test-guest-control: $*" >&2; }
 if ! command -v dbus-daemon >/dev/null; then
@@ -25,25 +27,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat >"$T/bus.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=$T/bus.sock</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-EOF
-dbus-daemon --config-file="$T/bus.conf" --nofork --print-address=3 3>"$T/address" 2>"$T/dbus.log" &
-bus_pid=$!
-for _ in $(seq 100); do [ -s "$T/address" ] && break; sleep 0.05; done
-ADDR=$(head -n1 "$T/address")
-[ -n "$ADDR" ] || { msg "FAIL: dbus-daemon did not start"; cat "$T/dbus.log" >&2; exit 1; }
+vm_private_bus "$T" || { msg "FAIL: dbus-daemon did not start"; exit 1; }
+bus_pid=$VM_BUS_PID
+ADDR=$VM_BUS_ADDRESS
 
 export VUFSD_EXTRA_ARGS="${VUFSD_EXTRA_ARGS:-} --bus $ADDR --instance guestctl"
 "$here/test-guest.sh" >"$T/guest.out" 2>&1 &

@@ -39,16 +39,7 @@ while [ $# -gt 0 ]; do
         esac
 done
 
-missing=$(vm_missing_prerequisites)
-if [ -n "$missing" ]; then
-        msg "missing prerequisites:"
-        echo "$missing" | sed 's/^/test-guest:   /' >&2
-        if [ "${VUFS_VM_REQUIRED:-0}" = 1 ]; then
-                exit 1
-        fi
-        msg "SKIP"
-        exit 77
-fi
+vm_require_prerequisites test-guest
 
 case "$backend" in
 vufsd)
