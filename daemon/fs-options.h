@@ -28,7 +28,7 @@ typedef struct FsOptions {
         bool writeback;
         bool readdirplus;
         bool announce_submounts;
-        bool allow_direct_io;
+        bool allow_direct_io; /* pass the guest's O_DIRECT to the host (off, as in both virtiofsd) */
         bool killpriv_v2;
         bool preserve_noatime;
         bool readonly;
@@ -40,5 +40,5 @@ typedef struct FsOptions {
 #define FS_OPTIONS_DEFAULT                                                           \
         (FsOptions) {                                                                \
                 .cache = CACHE_AUTO, .timeout = -1, .readdirplus = true, .posix_lock = true, \
-                .flock = true, .allow_direct_io = true,                                \
+                .flock = true,                                                          \
         }

@@ -221,11 +221,10 @@ for b in $(echo "$backends" | tr ',' ' '); do
         case "$b" in
         vufsd-*)
                 [ -x "$vufsd" ] || die "vufsd not found at $vufsd (--vufsd PATH or VUFSD_BINARY)"
-                # The C virtiofsd drops the guest's O_DIRECT on host opens by default
-                # (no_allow_direct_io); vufsd passes it through by default. Compare like for like;
-                # VUFSD_BENCH_DIRECT_IO=1 measures vufsd's default instead.
+                # Both daemons drop the guest's O_DIRECT on host opens by default;
+                # VUFSD_BENCH_DIRECT_IO=1 measures vufsd passing it through.
                 cmd+=(--cache=auto --sandbox=chroot --bus=none --log-level=warning)
-                [ "${VUFSD_BENCH_DIRECT_IO:-0}" = 1 ] || cmd+=(-o no_allow_direct_io) ;;
+                [ "${VUFSD_BENCH_DIRECT_IO:-0}" = 0 ] || cmd+=(-o allow_direct_io) ;;
         esac
         [ -z "$pin" ] || cmd=(taskset -c "$pin" "${cmd[@]}")
         "${cmd[@]}" > "$dir/backend.log" 2>&1 &
