@@ -1077,19 +1077,31 @@ static int pt_syncfs(void *fs, const FsCtx *c, uint64_t nodeid) {
  * named relative to proc_self_fd, never through "/proc": in the sandbox the root is the shared
  * directory, which has no /proc. So the calling thread changes its working directory; it gets an
  * fs_struct of its own first (a no-op when it has one already), so no other thread sees that. */
+/* The calling thread's working directory before xattr_enter(), restored by xattr_leave(): the
+ * passthrough is a library too (tests, fuzzers) and must not leave a thread somewhere else. */
+static _Thread_local int xattr_saved_cwd = -1;
+
 static int xattr_enter(Passthrough *p, Inode *i, char buf[static 16]) {
-        if (unshare(CLONE_FS) < 0 || fchdir(p->proc_self_fd) < 0)
+        if (unshare(CLONE_FS) < 0)
                 return negative_errno();
+        xattr_saved_cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fchdir(p->proc_self_fd) < 0) {
+                int r = negative_errno();
+                xattr_saved_cwd = safe_close(xattr_saved_cwd);
+                return r;
+        }
         proc_name(buf, i->fd);
         return 0;
 }
 
-/* Back to the root; keeps errno (the result of the xattr call) for the caller. */
+/* Back where the thread was; keeps errno (the result of the xattr call) for the caller. */
 static void xattr_leave(void) {
         int saved = errno;
 
-        /* Best effort: nothing else resolves paths relative to a thread's working directory. */
-        (void) !chdir("/");
+        /* Best effort: the daemon itself resolves nothing relative to a thread's working directory. */
+        if (xattr_saved_cwd < 0 || fchdir(xattr_saved_cwd) < 0)
+                (void) !chdir("/");
+        xattr_saved_cwd = safe_close(xattr_saved_cwd);
         errno = saved;
 }
 
