@@ -249,8 +249,10 @@ typedef struct Props {
         char *instance, *version, *shared_directory, *socket, *thread_mode, *cache_policy;
         char **options;
         uint32_t request_queues, connections, running_queues, pool_size;
+        uint32_t poll_usec; /* PollUSec; has_poll_usec false for a daemon without it */
         uint64_t features, protocol_features, uptime_usec, in_flight;
         int connected;
+        bool has_poll_usec;
 } Props;
 
 static void props_done(Props *p) {
@@ -315,6 +317,10 @@ static int get_all_properties(sd_bus *bus, const char *name, Props *p, sd_bus_er
                         u = &p->running_queues;
                 else if (streq(key, "PoolSize"))
                         u = &p->pool_size;
+                else if (streq(key, "PollUSec")) {
+                        u = &p->poll_usec;
+                        p->has_poll_usec = streq(contents, "u");
+                }
                 else if (streq(key, "NegotiatedFeatures"))
                         t = &p->features;
                 else if (streq(key, "NegotiatedProtocolFeatures"))
@@ -453,6 +459,10 @@ static void json_props(FILE *f, const char *bus_name, const Props *p) {
         fprintf(f, "%" PRIu32, p->pool_size);
         json_key(f, &first, "cache_policy");
         json_string(f, p->cache_policy);
+        if (p->has_poll_usec) {
+                json_key(f, &first, "poll_usec");
+                fprintf(f, "%" PRIu32, p->poll_usec);
+        }
         json_key(f, &first, "options");
         fputc('[', f);
         for (char **o = p->options; o && *o; o++) {
@@ -544,6 +554,12 @@ static int verb_status(sd_bus *bus, const char *name) {
                 printf("%-16s %s, %" PRIu32 " worker%s\n", "Threads:", p.thread_mode, p.pool_size,
                        p.pool_size == 1 ? "" : "s");
         printf("%-16s %s\n", "Cache:", p.cache_policy);
+        if (p.has_poll_usec) {
+                if (p.poll_usec > 0)
+                        printf("%-16s %" PRIu32 " us per request queue\n", "Busy poll:", p.poll_usec);
+                else
+                        printf("%-16s off\n", "Busy poll:");
+        }
         printf("%-16s", "Options:");
         for (char **o = p.options; o && *o; o++)
                 printf(" %s", *o);
@@ -641,6 +657,33 @@ static int verb_set_cache(sd_bus *bus, const char *name, const char *arg) {
         return EXIT_OK;
 }
 
+static int verb_set_poll_us(sd_bus *bus, const char *name, const char *arg) {
+        long us;
+        int r;
+
+        /* The range (0..1000000) is the daemon's to enforce: it answers OutOfRange with the limit. */
+        if (parse_number(arg, UINT32_MAX, &us) < 0) {
+                fprintf(stderr, "fsctl: invalid busy-poll window \"%s\": give microseconds, 0 turns polling off\n",
+                        arg);
+                return EXIT_USAGE;
+        }
+        r = call_simple(bus, name, "set-poll-us", "SetPollUSec", "u", (uint32_t) us);
+        if (r != EXIT_OK)
+                return r;
+        if (!arg_quiet) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                Props p;
+                if (get_all_properties(bus, name, &p, &error) >= 0) {
+                        if (p.poll_usec > 0)
+                                printf("%s: busy poll %" PRIu32 " us\n", p.instance, p.poll_usec);
+                        else
+                                printf("%s: busy poll off\n", p.instance);
+                }
+                props_done(&p);
+        }
+        return EXIT_OK;
+}
+
 static int verb_reset_stats(sd_bus *bus, const char *name) {
         int r = call_simple(bus, name, "reset-stats", "ResetStatistics", NULL);
         if (r == EXIT_OK && !arg_quiet)
@@ -661,6 +704,8 @@ typedef struct Snapshot {
         uint64_t timestamp, in_flight;
         char *thread_mode;
         uint32_t pool_size;
+        uint32_t poll_usec; /* the PollUSec property next to the snapshot */
+        bool has_poll_usec;
         size_t n_exec;
         char *exec_name[32];
         uint64_t exec_value[32];
@@ -760,6 +805,12 @@ static int get_statistics(sd_bus *bus, const char *name, Snapshot *s, sd_bus_err
                 r = read_rows(reply, &s->queues, &s->n_queues);
         if (r < 0 && !sd_bus_error_is_set(error))
                 sd_bus_error_set_errnof(error, r, "Cannot parse the statistics: %s", strerror(-r));
+        if (r >= 0) {
+                /* Not part of GetStatistics: a separate read, optional (older daemons lack it). */
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                s->has_poll_usec = sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE,
+                                                               "PollUSec", &e, 'u', &s->poll_usec) >= 0;
+        }
         return r;
 }
 
@@ -812,6 +863,16 @@ static void format_bytes(char *buf, size_t len, double b) {
                 snprintf(buf, len, "%.0f%s", b, units[u]);
         else
                 snprintf(buf, len, "%.1f%s", b, units[u]);
+}
+
+/* "off" or "50us", for headers; a static buffer (one use per printf). */
+static const char *format_poll(uint32_t us) {
+        static char buf[32];
+
+        if (us == 0)
+                return "off";
+        snprintf(buf, sizeof buf, "%" PRIu32 "us", us);
+        return buf;
 }
 
 static bool hist_empty(const uint64_t *h) {
@@ -881,6 +942,10 @@ static void print_snapshot(const Snapshot *s) {
                 json_string(stdout, s->thread_mode);
                 json_key(stdout, &first, "pool_size");
                 printf("%" PRIu32, s->pool_size);
+                if (s->has_poll_usec) {
+                        json_key(stdout, &first, "poll_usec");
+                        printf("%" PRIu32, s->poll_usec);
+                }
                 json_key(stdout, &first, "executor");
                 fputc('{', stdout);
                 bool efirst = true;
@@ -896,8 +961,10 @@ static void print_snapshot(const Snapshot *s) {
                 fputs("}\n", stdout);
                 return;
         }
-        printf("Instance %s: threads %s (pool size %" PRIu32 "), %" PRIu64 " in flight\n", arg_instance,
-               s->thread_mode, s->pool_size, s->in_flight);
+        printf("Instance %s: threads %s (pool size %" PRIu32 ")", arg_instance, s->thread_mode, s->pool_size);
+        if (s->has_poll_usec)
+                printf(", busy poll %s", format_poll(s->poll_usec));
+        printf(", %" PRIu64 " in flight\n", s->in_flight);
         fputs("Executor:", stdout);
         for (size_t i = 0; i < s->n_exec; i++)
                 printf(" %s=%" PRIu64, s->exec_name[i], s->exec_value[i]);
@@ -973,6 +1040,10 @@ static void print_watch(const Snapshot *prev, const Snapshot *cur, bool tty) {
                 json_string(stdout, cur->thread_mode);
                 json_key(stdout, &first, "pool_size");
                 printf("%" PRIu32, cur->pool_size);
+                if (cur->has_poll_usec) {
+                        json_key(stdout, &first, "poll_usec");
+                        printf("%" PRIu32, cur->poll_usec);
+                }
                 json_key(stdout, &first, "in_flight");
                 printf("%" PRIu64, cur->in_flight);
                 json_key(stdout, &first, "opcodes");
@@ -1011,8 +1082,9 @@ static void print_watch(const Snapshot *prev, const Snapshot *cur, bool tty) {
                 time_t t = time(NULL);
                 struct tm tm;
                 strftime(clock, sizeof clock, "%H:%M:%S", localtime_r(&t, &tm));
-                printf("vufsd %s  %s  threads %s (pool %" PRIu32 ")  in flight %" PRIu64 "  every %.1fs\n",
-                       arg_instance, clock, cur->thread_mode, cur->pool_size, cur->in_flight, dt);
+                printf("vufsd %s  %s  threads %s (pool %" PRIu32 ")%s%s  in flight %" PRIu64 "  every %.1fs\n",
+                       arg_instance, clock, cur->thread_mode, cur->pool_size, cur->has_poll_usec ? "  poll " : "",
+                       cur->has_poll_usec ? format_poll(cur->poll_usec) : "", cur->in_flight, dt);
         }
         printf("%-16s %10s %9s %8s %9s %9s\n", "OPCODE", "REQ/S", "MB/S", "ERR/S", "P50", "P99");
         for (size_t i = 0; i <= n; i++) {
@@ -1086,6 +1158,8 @@ static void help(void) {
                "                                pool/auto with --size N (default: keep the current size)\n"
                "  set-cache never|metadata|auto|always\n"
                "                                cache policy for new lookups and opens\n"
+               "  set-poll-us N                 busy-poll window of the request queues in microseconds\n"
+               "                                (0..1000000, 0 = off)\n"
                "  stats [--watch [--interval SEC] [--count N]]\n"
                "                                request statistics; --watch refreshes a table of\n"
                "                                requests/s, MB/s, p50/p99 latency per opcode\n"
@@ -1206,7 +1280,8 @@ static int run(int argc, char *argv[]) {
                 bool reads; /* --json applies */
         } verbs[] = {
                 { "list", 0, true },       { "status", 0, true },     { "set-threads", 1, false },
-                { "set-cache", 1, false }, { "stats", 0, true },      { "reset-stats", 0, false },
+                { "set-cache", 1, false }, { "set-poll-us", 1, false }, { "stats", 0, true },
+                { "reset-stats", 0, false },
         };
         size_t v;
 
@@ -1214,8 +1289,8 @@ static int run(int argc, char *argv[]) {
         if (r <= 0)
                 return -r;
         if (optind >= argc) {
-                fprintf(stderr, "fsctl: missing verb (list, status, set-threads, set-cache, stats, reset-stats); "
-                                "see fsctl --help\n");
+                fprintf(stderr, "fsctl: missing verb (list, status, set-threads, set-cache, set-poll-us, stats, "
+                                "reset-stats); see fsctl --help\n");
                 return EXIT_USAGE;
         }
         verb = argv[optind];
@@ -1267,6 +1342,8 @@ static int run(int argc, char *argv[]) {
                 return verb_set_threads(bus, name, argv[optind + 1]);
         if (streq(verb, "set-cache"))
                 return verb_set_cache(bus, name, argv[optind + 1]);
+        if (streq(verb, "set-poll-us"))
+                return verb_set_poll_us(bus, name, argv[optind + 1]);
         if (streq(verb, "stats"))
                 return verb_stats(bus, name);
         return verb_reset_stats(bus, name);

@@ -241,6 +241,12 @@ static int property_get_cache_policy(sd_bus *bus, const char *path, const char *
                                      cache_policy_to_string(fuse_server_get_cache_policy(b->manager->fs)));
 }
 
+static int property_get_poll_us(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Bus *b = userdata;
+        return sd_bus_message_append(reply, "u", device_get_poll_us(b->manager->device));
+}
+
 static int property_get_uptime(sd_bus *bus, const char *path, const char *interface, const char *property,
                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Bus *b = userdata;
@@ -408,6 +414,37 @@ static int method_set_cache_policy(sd_bus_message *msg, void *userdata, sd_bus_e
         return sd_bus_reply_method_return(msg, NULL);
 }
 
+static int method_set_poll_us(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Bus *b = userdata;
+        Device *d = b->manager->device;
+        char *changed[] = { (char *) "PollUSec", NULL };
+        uint32_t us;
+        unsigned old;
+        int r;
+
+        r = sd_bus_message_read(msg, "u", &us);
+        if (r < 0)
+                return r;
+        r = check_caller_privileged(b, msg, error);
+        if (r < 0)
+                return r;
+
+        if (us > DEVICE_MAX_POLL_US)
+                return sd_bus_error_setf(error, BUS_ERROR_OUT_OF_RANGE,
+                                         "Busy-poll window %" PRIu32 " is out of range: 0..%u microseconds "
+                                         "(0 turns polling off)",
+                                         us, DEVICE_MAX_POLL_US);
+        old = device_get_poll_us(d);
+        device_set_poll_us(d, us);
+        if (us > 0)
+                log_info("Busy-poll window set to %" PRIu32 " us (by bus request)", us);
+        else
+                log_info("Busy polling turned off (by bus request)");
+        if (us != old)
+                (void) emit_changed(b, changed);
+        return sd_bus_reply_method_return(msg, NULL);
+}
+
 static int method_reset_statistics(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Bus *b = userdata;
         int r;
@@ -458,11 +495,12 @@ static int method_get_statistics(sd_bus_message *msg, void *userdata, sd_bus_err
                                   st.pool_size);
         if (r < 0)
                 return r;
-        r = sd_bus_message_append(reply, "a{st}", 9, "mode_switches", st.switches, "live_workers",
+        r = sd_bus_message_append(reply, "a{st}", 10, "mode_switches", st.switches, "live_workers",
                                   (uint64_t) st.live_workers, "inline_runs", st.inline_runs, "pool_runs",
                                   st.pool_runs, "helper_runs", st.helper_runs, "auto_inline", st.auto_inline,
                                   "auto_pool", st.auto_pool, "pool_queued", (uint64_t) st.pool_queued,
-                                  "live_helpers", (uint64_t) st.live_helpers);
+                                  "live_helpers", (uint64_t) st.live_helpers, "poll_hits",
+                                  device_poll_hits(m->device));
         if (r < 0)
                 return r;
 
@@ -500,6 +538,8 @@ static const sd_bus_vtable daemon_vtable[] = {
                                 method_set_threads, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("SetCachePolicy", SD_BUS_ARGS("s", policy), SD_BUS_NO_RESULT,
                                 method_set_cache_policy, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetPollUSec", SD_BUS_ARGS("u", usec), SD_BUS_NO_RESULT, method_set_poll_us,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ResetStatistics", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_reset_statistics,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetStatistics", SD_BUS_NO_ARGS,
@@ -522,6 +562,7 @@ static const sd_bus_vtable daemon_vtable[] = {
         SD_BUS_PROPERTY("ThreadMode", "s", property_get_thread_mode, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("PoolSize", "u", property_get_pool_size, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("CachePolicy", "s", property_get_cache_policy, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PollUSec", "u", property_get_poll_us, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("UptimeUSec", "t", property_get_uptime, 0, 0),
         SD_BUS_PROPERTY("InFlight", "t", property_get_in_flight, 0, 0),
         SD_BUS_VTABLE_END

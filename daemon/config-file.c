@@ -104,6 +104,11 @@ static int apply_queues(Config *c, const char *path, const KeyDef *def, const ch
         return 0;
 }
 
+static int apply_poll_us(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        c->poll_us = (unsigned) u;
+        return 0;
+}
+
 static int apply_sandbox(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
         static const char *const modes[] = { "namespace", "chroot", "none", NULL };
         if (!one_of(s, modes))
@@ -146,6 +151,7 @@ static const KeyDef keys[] = {
         { "Threads", "Mode", KEY_STRING, 0, 0, apply_mode },
         { "Threads", "PoolSize", KEY_UINT, 0, 1024, apply_pool_size },
         { "Threads", "RequestQueues", KEY_UINT, 1, DEVICE_MAX_REQUEST_QUEUES, apply_queues },
+        { "Threads", "PollUSec", KEY_UINT, 0, DEVICE_MAX_POLL_US, apply_poll_us },
         { "Security", "Sandbox", KEY_STRING, 0, 0, apply_sandbox },
         { "Security", "Seccomp", KEY_STRING, 0, 0, apply_seccomp },
         { "Security", "RlimitNofile", KEY_UINT, 1, UINT32_MAX, apply_rlimit },

@@ -245,6 +245,18 @@ void device_set_poll_us(Device *d, unsigned us) {
         atomic_store_explicit(&d->poll_us, MIN(us, DEVICE_MAX_POLL_US), memory_order_relaxed);
 }
 
+unsigned device_get_poll_us(Device *d) {
+        return atomic_load_explicit(&d->poll_us, memory_order_relaxed);
+}
+
+uint64_t device_poll_hits(Device *d) {
+        uint64_t n = 0;
+
+        for (unsigned i = 0; i < d->n_queues; i++)
+                n += atomic_load_explicit(&d->queues[i].poll_hits, memory_order_relaxed);
+        return n;
+}
+
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -294,7 +306,11 @@ static void *queue_thread(void *userdata) {
                  * soon costs neither a guest kick nor our wake-up. The hiprio queue never polls. */
                 if (poll_us > 0 && q->index != DEVICE_HIPRIO_QUEUE) {
                         bool more = queue_busy_poll(q, poll_us);
-                        if (!more) {
+                        if (more) /* single writer: a plain load and store, no locked add */
+                                atomic_store_explicit(&q->poll_hits,
+                                                      atomic_load_explicit(&q->poll_hits, memory_order_relaxed) + 1,
+                                                      memory_order_relaxed);
+                        else {
                                 pthread_mutex_lock(&q->lock);
                                 more = !q->vq.broken && vq_enable_notify(&q->vq);
                                 pthread_mutex_unlock(&q->lock);

@@ -60,6 +60,9 @@ typedef struct Queue {
         bool broken_logged;
 
         ExecQueue exec; /* see the header comment */
+        /* Busy-poll windows that found requests (no kick, no sleep): written by the queue thread
+         * only, read by anyone; kept across resets so the device total only grows. */
+        _Atomic uint64_t poll_hits;
 } Queue;
 
 struct Device {
@@ -86,6 +89,9 @@ struct Device {
 /* Sets the busy-poll window (0 disables it, at most DEVICE_MAX_POLL_US); any thread, takes effect
  * at the queue threads' next idle moment. */
 void device_set_poll_us(Device *d, unsigned us);
+unsigned device_get_poll_us(Device *d);
+/* Busy-poll windows, all request queues together, that ended with requests found (since start). */
+uint64_t device_poll_hits(Device *d);
 
 int device_new(Device **ret, FuseServer *fs, unsigned n_request_queues);
 Device *device_free(Device *d);

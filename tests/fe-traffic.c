@@ -24,12 +24,13 @@ int main(int argc, char *argv[]) {
                 { "size", required_argument, NULL, 'b' },
                 { "queues", required_argument, NULL, 'q' },
                 { "stop-file", required_argument, NULL, 'f' },
+                { "pause-us", required_argument, NULL, 'p' },
                 { "help", no_argument, NULL, 'h' },
                 {}
         };
         const char *stop_file = NULL;
         double seconds = 0, start;
-        long count = 0, size = 65536;
+        long count = 0, size = 65536, pause_us = 0;
         unsigned queues = 1, done = 0;
         Frontend *fe = NULL;
         FeFuse *c = NULL;
@@ -53,19 +54,24 @@ int main(int argc, char *argv[]) {
                 case 'f':
                         stop_file = optarg;
                         break;
+                case 'p':
+                        pause_us = atol(optarg);
+                        break;
                 case 'h':
                         printf("Usage: fe-traffic SOCKET [--seconds S | --count N] [--size BYTES] [--queues N]\n"
-                               "                  [--stop-file PATH]\n"
+                               "                  [--stop-file PATH] [--pause-us N]\n"
                                "Connects like QEMU, FUSE_INIT, then create/write/read back/verify/unlink round trips\n"
                                "(sizes up to BYTES) for S seconds or N times, or until PATH exists. Prints the round\n"
                                "trips done; exit 0\n"
+                               "--pause-us: sleep N microseconds after each round trip (a guest that thinks).\n"
                                "when every reply was correct.\n");
                         return 0;
                 default:
                         return 2;
                 }
         }
-        if (optind + 1 != argc || (seconds <= 0 && count <= 0) || size < 1 || queues < 1 || queues > 16) {
+        if (optind + 1 != argc || (seconds <= 0 && count <= 0) || size < 1 || queues < 1 || queues > 16 ||
+            pause_us < 0) {
                 fprintf(stderr, "fe-traffic: need SOCKET and --seconds or --count (see --help)\n");
                 return 2;
         }
@@ -98,6 +104,8 @@ int main(int argc, char *argv[]) {
                         return 1;
                 }
                 done++;
+                if (pause_us > 0)
+                        usleep((useconds_t) pause_us);
         }
         printf("%u\n", done);
         fe_fuse_free(c);

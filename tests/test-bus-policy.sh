@@ -137,9 +137,11 @@ as_root -i pol1 set-cache never
 want 0 "root: set-cache never"
 as_root -i pol1 reset-stats
 want 0 "root: reset-stats"
+as_root -i pol1 set-poll-us 20
+want 0 "root: set-poll-us 20"
 as_root -i pol1 status --json
 want 0 "root: status"
-check "root's changes took effect" json 'd["thread_mode"]=="pool" and d["pool_size"]==4 and d["cache_policy"]=="never"'
+check "root's changes took effect" json 'd["thread_mode"]=="pool" and d["pool_size"]==4 and d["cache_policy"]=="never" and d["poll_usec"]==20'
 
 # nobody: reads work...
 as_nobody list
@@ -157,7 +159,7 @@ out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.f
 want 0 "nobody: Peer.Ping"
 
 # ... changes are denied by the bus policy.
-for args in "set-threads 2" "set-threads inline" "set-cache always" "reset-stats"; do
+for args in "set-threads 2" "set-threads inline" "set-cache always" "set-poll-us 100" "set-poll-us 0" "reset-stats"; do
         # shellcheck disable=SC2086
         as_nobody -i pol1 $args
         want 4 "nobody: $args denied"
@@ -166,18 +168,26 @@ done
 out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.vufsd.Daemon1 SetThreads su pool 2 2>&1); rc=$?
 check "nobody: raw SetThreads call denied (busctl exit $rc)" test $rc != 0
 check "raw call: AccessDenied" grep -qi "access denied\|AccessDenied" <<<"$out"
+out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.vufsd.Daemon1 SetPollUSec u 100 2>&1); rc=$?
+check "nobody: raw SetPollUSec call denied (busctl exit $rc)" test $rc != 0
+check "raw SetPollUSec: AccessDenied" grep -qi "access denied\|AccessDenied" <<<"$out"
 out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.freedesktop.DBus.Properties Set ssv org.vufsd.Daemon1 CachePolicy s always 2>&1); rc=$?
 check "nobody: Properties.Set denied (busctl exit $rc)" test $rc != 0
+out=$("${NOBODY[@]}" busctl get-property org.vufsd.Instance.pol1 /org/vufsd/Daemon org.vufsd.Daemon1 PollUSec 2>"$T/err"); rc=$?; err=$(cat "$T/err")
+want 0 "nobody: reads PollUSec"
+check "nobody reads PollUSec 20" test "$out" = "u 20"
 as_root -i pol1 status --json
-check "nothing nobody tried changed anything" json 'd["thread_mode"]=="pool" and d["pool_size"]==4 and d["cache_policy"]=="never"'
+check "nothing nobody tried changed anything" json 'd["thread_mode"]=="pool" and d["pool_size"]==4 and d["cache_policy"]=="never" and d["poll_usec"]==20'
 
 # The group vufsd may change.
 as_admin -i pol1 set-threads auto --size 3
 want 0 "group vufsd: set-threads auto --size 3"
 as_admin -i pol1 set-cache metadata
 want 0 "group vufsd: set-cache metadata"
+as_admin -i pol1 set-poll-us 0
+want 0 "group vufsd: set-poll-us 0"
 as_root -i pol1 status --json
-check "the group's changes took effect" json 'd["thread_mode"]=="auto" and d["pool_size"]==3 and d["cache_policy"]=="metadata"'
+check "the group's changes took effect" json 'd["thread_mode"]=="auto" and d["pool_size"]==3 and d["cache_policy"]=="metadata" and d["poll_usec"]==0'
 
 # Nobody else may own an instance name: a vufsd run by nobody serves, without the control plane.
 mkdir -p "$T/nobody" && chown 65534:65534 "$T/nobody"
@@ -207,6 +217,11 @@ want 4 "open bus: nobody's set-threads refused by vufsd"
 check "vufsd says who may" grep -q 'Only root and members of the group "vufsd" may change vufsd instance "pol2"' <<<"$err"
 as_nobody -i pol2 set-cache never
 want 4 "open bus: nobody's set-cache refused by vufsd"
+as_nobody -i pol2 set-poll-us 100
+want 4 "open bus: nobody's set-poll-us refused by vufsd"
+check "vufsd says who may (set-poll-us)" grep -q 'Only root and members of the group "vufsd" may change vufsd instance "pol2"' <<<"$err"
+as_root -i pol2 status --json
+check "open bus: nobody's set-poll-us changed nothing" json 'd["poll_usec"]==0'
 as_nobody -i pol2 status
 want 0 "open bus: nobody reads"
 as_admin -i pol2 set-threads 2

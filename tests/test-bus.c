@@ -1,5 +1,6 @@
 /* test-bus.c: the D-Bus control interface of a running vufsd over a private dbus-daemon. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -243,6 +244,16 @@ static int call_set_cache(sd_bus *b, const char *policy, sd_bus_error *e) {
                                   policy);
 }
 
+static int call_set_poll_us(sd_bus *b, uint32_t usec, sd_bus_error *e) {
+        return sd_bus_call_method(b, bus_name, BUS_OBJECT_PATH, BUS_INTERFACE, "SetPollUSec", e, NULL, "u", usec);
+}
+
+static void set_poll_us_ok(uint32_t usec) {
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        int r = call_set_poll_us(bus, usec, &e);
+        ck_assert_msg(r >= 0, "SetPollUSec(%u): %s", usec, e.message ?: strerror(-r));
+}
+
 static void set_threads_ok(const char *mode, uint32_t size) {
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
         int r = call_set_threads(bus, mode, size, &e);
@@ -267,7 +278,8 @@ typedef struct Stats {
         uint64_t timestamp, in_flight;
         char mode[16];
         uint32_t pool_size;
-        uint64_t mode_switches, inline_runs, pool_runs, auto_inline, auto_pool, live_workers;
+        uint64_t mode_switches, inline_runs, pool_runs, auto_inline, auto_pool, live_workers, poll_hits;
+        bool has_poll_hits;
         unsigned n_exec;
         Row ops[64], queues[32];
         unsigned n_ops, n_queues;
@@ -322,6 +334,10 @@ static void get_stats(Stats *s) {
                         s->auto_pool = v;
                 else if (streq(k, "live_workers"))
                         s->live_workers = v;
+                else if (streq(k, "poll_hits")) {
+                        s->poll_hits = v;
+                        s->has_poll_hits = true;
+                }
         }
         ck_assert_int_ge(sd_bus_message_exit_container(m), 0);
         read_rows(m, s->ops, ELEMENTSOF(s->ops), &s->n_ops);
@@ -424,7 +440,7 @@ END_TEST
 START_TEST(test_properties) {
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
         static const char *const more[] = { "--threads", "pool", "--thread-pool-size", "3", "--cache", "metadata",
-                                            "--num-request-queues", "2", "--xattr", NULL };
+                                            "--num-request-queues", "2", "--xattr", "--poll-us", "30", NULL };
         char **options = NULL;
         bool has_xattr = false;
         uint64_t up1, up2;
@@ -437,6 +453,7 @@ START_TEST(test_properties) {
         assert_string_prop("ThreadMode", "pool");
         assert_string_prop("CachePolicy", "metadata");
         ck_assert_uint_eq(get_number("PoolSize", 'u'), 3);
+        ck_assert_uint_eq(get_number("PollUSec", 'u'), 30);
         ck_assert_uint_eq(get_number("RequestQueues", 'u'), 2);
         ck_assert_uint_eq(get_number("RunningQueues", 'u'), 0);
         ck_assert_uint_eq(get_number("Connections", 'u'), 0);
@@ -465,6 +482,11 @@ START_TEST(test_properties) {
                          0);
         ck_assert_str_eq(e.name, SD_BUS_ERROR_PROPERTY_READ_ONLY);
         assert_string_prop("CachePolicy", "metadata");
+        sd_bus_error_free(&e);
+        ck_assert_int_lt(sd_bus_set_property(bus, bus_name, BUS_OBJECT_PATH, BUS_INTERFACE, "PollUSec", &e, "u", 5),
+                         0);
+        ck_assert_str_eq(e.name, SD_BUS_ERROR_PROPERTY_READ_ONLY);
+        ck_assert_uint_eq(get_number("PollUSec", 'u'), 30);
 
         /* The frontend connecting shows in the properties. */
         Frontend *fe = fe_start_default();
@@ -540,7 +562,7 @@ START_TEST(test_introspection) {
         for (unsigned i = 0; li->methods && li->methods[i]; i++)
                 ck_assert_msg(g_dbus_interface_info_lookup_method(ri, li->methods[i]->name),
                               "method %s is in the daemon but not in the XML", li->methods[i]->name);
-        ck_assert_uint_eq(n, 4);
+        ck_assert_uint_eq(n, 5);
 
         /* Properties: type, access and change signalling. */
         for (n = 0; ri->properties && ri->properties[n]; n++) {
@@ -555,7 +577,7 @@ START_TEST(test_introspection) {
         for (unsigned i = 0; li->properties && li->properties[i]; i++)
                 ck_assert_msg(g_dbus_interface_info_lookup_property(ri, li->properties[i]->name),
                               "property %s is in the daemon but not in the XML", li->properties[i]->name);
-        ck_assert_uint_eq(n, 16);
+        ck_assert_uint_eq(n, 17);
 
         /* Signals: none of its own (PropertiesChanged belongs to org.freedesktop.DBus.Properties). */
         ck_assert(!(li->signals && li->signals[0]));
@@ -620,6 +642,40 @@ START_TEST(test_set_threads) {
                                             "s", "pool"),
                          0);
         ck_assert_str_eq(e.name, SD_BUS_ERROR_INVALID_ARGS);
+}
+END_TEST
+
+START_TEST(test_set_poll_us) {
+        spawn_on_bus("poll-set", NULL);
+        ck_assert_uint_eq(get_number("PollUSec", 'u'), 0); /* the default: off */
+
+        static const uint32_t ok[] = { 50, 1, 1000000, 0, 7 };
+        for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
+                set_poll_us_ok(ok[i]);
+                ck_assert_uint_eq(get_number("PollUSec", 'u'), ok[i]);
+        }
+
+        static const uint32_t bad[] = { 1000001, 2000000, UINT32_MAX };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                char num[16];
+
+                ck_assert_int_lt(call_set_poll_us(bus, bad[i], &e), 0);
+                ck_assert_msg(e.name && streq(e.name, BUS_ERROR_OUT_OF_RANGE), "SetPollUSec(%u): %s", bad[i],
+                              e.name);
+                snprintf(num, sizeof num, "%u", bad[i]);
+                ck_assert_msg(e.message && strstr(e.message, num) && strstr(e.message, "0..1000000 microseconds"),
+                              "message \"%s\" lacks the value or the range", e.message);
+        }
+        /* Refused calls changed nothing. */
+        ck_assert_uint_eq(get_number("PollUSec", 'u'), 7);
+
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        ck_assert_int_lt(sd_bus_call_method(bus, bus_name, BUS_OBJECT_PATH, BUS_INTERFACE, "SetPollUSec", &e, NULL,
+                                            "s", "50"),
+                         0);
+        ck_assert_str_eq(e.name, SD_BUS_ERROR_INVALID_ARGS);
+        ck_assert_uint_eq(get_number("PollUSec", 'u'), 7);
 }
 END_TEST
 
@@ -744,6 +800,24 @@ START_TEST(test_properties_changed) {
         set_threads_ok("pool", 3);
         drain(bus);
         ck_assert_uint_eq(c.n, 0);
+
+        set_poll_us_ok(40);
+        drain(bus);
+        ck_assert_uint_eq(c.n, 1);
+        ck_assert_str_eq(changed_value(&c, "PollUSec"), "40");
+        c.n = 0;
+        set_poll_us_ok(40);
+        drain(bus);
+        ck_assert_uint_eq(c.n, 0);
+        {
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                ck_assert_int_lt(call_set_poll_us(bus, 1000001, &e), 0); /* refused: no signal */
+        }
+        set_poll_us_ok(0);
+        drain(bus);
+        ck_assert_uint_eq(c.n, 1);
+        ck_assert_str_eq(changed_value(&c, "PollUSec"), "0");
+        c.n = 0;
 
         /* A frontend connects: Connected, Connections, features, running queues. */
         fe = fe_start_default();
@@ -934,6 +1008,132 @@ START_TEST(test_cache_effect) {
         ck_assert_uint_eq(entry.entry_valid_nsec, 0);
         ck_assert(flags & FOPEN_DIRECT_IO);
         ck_assert_uint_eq(c->proto_errors, 0);
+
+        fe_fuse_free(c);
+        fe_free(fe);
+}
+END_TEST
+
+static uint64_t cpu_ticks(pid_t pid);
+static pid_t parent_pid(pid_t pid);
+
+/* The process that serves the guest: vufsd forks for its sandbox (also --sandbox=chroot, as the
+ * harness runs it) and the parent only waits, so its CPU time says nothing about the queues. */
+static pid_t serving_pid(pid_t pid) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        pid_t found = 0;
+
+        ck_assert_ptr_nonnull(d);
+        while (!found && (de = readdir(d))) {
+                pid_t p = (pid_t) atoi(de->d_name);
+                if (p > 0 && parent_pid(p) == pid)
+                        found = p;
+        }
+        closedir(d);
+        return found ?: pid;
+}
+
+/* A guest doing one thing at a time with a pause after each: n GETATTRs 2 ms apart. (Back to back
+ * requests do not tell: the queue thread finds the next one when it re-checks the ring right after
+ * answering, before any polling window starts.) */
+static void paced_getattrs(FeFuse *c, unsigned n) {
+        for (unsigned i = 0; i < n; i++) {
+                struct fuse_attr_out a;
+                int r = fe_fuse_getattr(c, FUSE_ROOT_ID, &a);
+                ck_assert_msg(r == 0, "GETATTR: %d %s", r, c->last_problem);
+                usleep(2000);
+        }
+}
+
+/* The window set over D-Bus reaches the data path: the queue thread finds requests while polling
+ * (the executor counter poll_hits) and spins after the last one; with the window at 0 it does
+ * neither. */
+START_TEST(test_poll_data_path) {
+        static const char *const more[] = { "--threads", "inline", NULL };
+        const uint64_t tck = (uint64_t) sysconf(_SC_CLK_TCK);
+        Stats s0, s1, s2, s3;
+        uint64_t t0, t1, idle_off, idle_on;
+        char name[32];
+
+        spawn_on_bus("poll-path", more);
+        Frontend *fe = fe_start_default();
+        FeFuse *c = fuse_client(fe);
+        pid_t pid = serving_pid(h->backend->pid);
+
+        /* Off (the default): no window ever finds anything, and a quiet second costs no CPU. */
+        for (unsigned i = 0; i < 3; i++) {
+                snprintf(name, sizeof name, "off-%u", i);
+                roundtrip(c, name, 8192, i);
+        }
+        paced_getattrs(c, 30);
+        get_stats(&s0);
+        ck_assert_msg(s0.has_poll_hits, "GetStatistics has no poll_hits counter");
+        ck_assert_uint_eq(s0.poll_hits, 0);
+        t0 = cpu_ticks(pid);
+        usleep(1000000);
+        t1 = cpu_ticks(pid);
+        idle_off = t1 - t0;
+        ck_assert_msg(idle_off < tck / 10, "idle vufsd without polling used %" PRIu64 " ticks in 1 s", idle_off);
+
+        /* On, live, with a window much wider than the pauses: nearly every request arrives while
+         * the queue thread watches the ring (a few may not on a loaded machine: the thread was
+         * not running when the request came and found it in its re-check before polling). */
+        set_poll_us_ok(100000);
+        paced_getattrs(c, 30);
+        get_stats(&s1);
+        ck_assert_msg(s1.poll_hits >= 15, "only %" PRIu64 " polling windows found a request (of %" PRIu64 " run)",
+                      s1.poll_hits, s1.inline_runs - s0.inline_runs);
+        ck_assert_uint_le(s1.poll_hits, s1.inline_runs - s0.inline_runs);
+        for (unsigned i = 0; i < 3; i++) { /* and verified I/O works while polling */
+                snprintf(name, sizeof name, "on-%u", i);
+                roundtrip(c, name, 8192, 100 + i);
+        }
+
+        /* A quiet guest: after its last request the queue thread spins through the whole window. */
+        set_poll_us_ok(1000000);
+        roundtrip(c, "last", 100, 7);
+        t0 = cpu_ticks(pid);
+        usleep(800000);
+        t1 = cpu_ticks(pid);
+        idle_on = t1 - t0;
+        ck_assert_msg(idle_on >= tck / 20 && idle_on > idle_off,
+                      "vufsd polling 1 s used %" PRIu64 " ticks in 0.8 s (%" PRIu64 " without polling)", idle_on,
+                      idle_off);
+
+        /* Off again. The window already running ends on its own (it was 1 s): wait until the
+         * process stops spinning, then the following requests are not found by polling. */
+        set_poll_us_ok(0);
+        {
+                int64_t deadline = now_ms() + 5000;
+                uint64_t a = cpu_ticks(pid), b;
+                for (;;) {
+                        usleep(200000);
+                        b = cpu_ticks(pid);
+                        if (b - a <= 1)
+                                break;
+                        ck_assert_msg(now_ms() < deadline, "vufsd still spins 5 s after SetPollUSec(0)");
+                        a = b;
+                }
+        }
+        get_stats(&s2);
+        paced_getattrs(c, 20);
+        get_stats(&s3);
+        ck_assert_uint_gt(s3.inline_runs, s2.inline_runs);
+        ck_assert_uint_eq(s3.poll_hits, s2.poll_hits);
+        /* ResetStatistics leaves executor counters alone, poll_hits included. */
+        {
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                ck_assert_int_ge(sd_bus_call_method(bus, bus_name, BUS_OBJECT_PATH, BUS_INTERFACE, "ResetStatistics",
+                                                    &e, NULL, NULL),
+                                 0);
+        }
+        get_stats(&s2);
+        ck_assert_uint_eq(s2.poll_hits, s3.poll_hits);
+        ck_assert(fe_backend_alive(h->backend));
+        fprintf(stderr, "poll: %" PRIu64 " of 30 paced requests found while polling; CPU ticks (of %" PRIu64
+                        "/s) with the guest quiet: %" PRIu64 " in 1 s off, %" PRIu64 " in 0.8 s with a 1 s window\n",
+                s1.poll_hits, tck, idle_off, idle_on);
 
         fe_fuse_free(c);
         fe_free(fe);
@@ -1234,10 +1434,12 @@ int main(void) {
         tcase_add_test(tc, test_properties);
         tcase_add_test(tc, test_introspection);
         tcase_add_test(tc, test_set_threads);
+        tcase_add_test(tc, test_set_poll_us);
         tcase_add_test(tc, test_set_cache);
         tcase_add_test(tc, test_properties_changed);
         tcase_add_test(tc, test_statistics);
         tcase_add_test(tc, test_cache_effect);
+        tcase_add_test(tc, test_poll_data_path);
         tcase_add_test(tc, test_concurrent_set_calls);
         tcase_add_test(tc, test_no_bus_keeps_serving);
         tcase_add_test(tc, test_bus_none);

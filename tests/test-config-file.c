@@ -54,6 +54,7 @@ START_TEST(test_full_file) {
                               "Mode=auto\n"
                               "PoolSize=8\n"
                               "RequestQueues=4\n"
+                              "PollUSec=50\n"
                               "[Security]\n"
                               "Sandbox=chroot\n"
                               "Seccomp=log\n"
@@ -73,6 +74,7 @@ START_TEST(test_full_file) {
         ck_assert_str_eq(c.threads, "auto");
         ck_assert_int_eq(c.thread_pool_size, 8);
         ck_assert_uint_eq(c.n_request_queues, 4);
+        ck_assert_uint_eq(c.poll_us, 50);
         ck_assert_str_eq(c.sandbox, "chroot");
         ck_assert_str_eq(c.seccomp, "log");
         ck_assert_uint_eq(c.rlimit_nofile, 4096);
@@ -91,6 +93,8 @@ START_TEST(test_defaults_kept) {
         ck_assert_int_eq(c.fs.cache, d.fs.cache);
         ck_assert_int_eq(c.thread_pool_size, d.thread_pool_size);
         ck_assert_uint_eq(c.n_request_queues, d.n_request_queues);
+        ck_assert_uint_eq(c.poll_us, 0); /* documented default: off */
+        ck_assert_uint_eq(d.poll_us, 0);
         ck_assert_ptr_null(c.threads);
         ck_assert_ptr_null(c.sandbox);
         ck_assert(c.fs.flock == d.fs.flock);
@@ -116,6 +120,12 @@ START_TEST(test_bad_files) {
                 "[Threads]\nPoolSize=4x\n",
                 "[Threads]\nRequestQueues=0\n",
                 "[Threads]\nRequestQueues=17\n",
+                "[Threads]\nPollUSec=1000001\n",
+                "[Threads]\nPollUSec=-1\n",
+                "[Threads]\nPollUSec=50us\n",
+                "[Threads]\nPollUSec=\n",
+                "[Threads]\nPollUs=50\n", /* the key's spelling is PollUSec */
+                "[Share]\nPollUSec=50\n", /* wrong section */
                 "[Security]\nSandbox=jail\n",
                 "[Security]\nSeccomp=allow\n",
                 "[Security]\nRlimitNofile=0\n",
@@ -146,19 +156,21 @@ START_TEST(test_missing_file) {
 END_TEST
 
 START_TEST(test_command_line_overrides) {
-        char *argv[] = { "vufsd", "--cache=always", "-o", "flock", "--thread-pool-size=2", NULL };
+        char *argv[] = { "vufsd", "--cache=always", "-o", "flock", "--thread-pool-size=2", "--poll-us=0", NULL };
         Config c;
 
         ck_assert_int_eq(load("[Share]\nDirectory=/from/file\nCache=never\nOptions=no_flock\n"
-                              "[Threads]\nPoolSize=8\nRequestQueues=3\n",
+                              "[Threads]\nPoolSize=8\nRequestQueues=3\nPollUSec=1000000\n",
                               &c),
                          1);
-        ck_assert_int_eq(config_parse_argv(&c, 5, argv), 0);
+        ck_assert_uint_eq(c.poll_us, 1000000); /* the upper bound is accepted */
+        ck_assert_int_eq(config_parse_argv(&c, 6, argv), 0);
         ck_assert_str_eq(c.shared_dir, "/from/file"); /* not on the command line: the file's */
         ck_assert_uint_eq(c.n_request_queues, 3);
         ck_assert_int_eq(c.fs.cache, CACHE_ALWAYS);
         ck_assert(c.fs.flock);
         ck_assert_int_eq(c.thread_pool_size, 2);
+        ck_assert_uint_eq(c.poll_us, 0); /* --poll-us=0 beats the file's PollUSec */
         config_done(&c);
 }
 END_TEST

@@ -120,6 +120,35 @@ check "names the policies" grep -q "never, metadata, auto or always" <<<"$err"
 F -i vm1 status --json
 check "cache still never" json 'd["cache_policy"]=="never"'
 
+# ---- set-poll-us ----
+check "status --json: poll_usec 0 by default" json 'd["poll_usec"]==0'
+F -i vm1 status
+check "status: busy poll off" grep -q "^Busy poll: *off$" <<<"$out"
+expect_rc 0 "set-poll-us 50" -i vm1 set-poll-us 50
+check "set-poll-us confirms" grep -q "^vm1: busy poll 50 us$" <<<"$out"
+F -i vm1 status
+check "status: busy poll 50 us" grep -q "^Busy poll: *50 us per request queue$" <<<"$out"
+F -i vm1 status --json
+check "status --json: poll_usec 50" json 'd["poll_usec"]==50'
+F list --json
+check "list --json carries poll_usec" json 'd[0]["poll_usec"]==50'
+expect_rc 2 "set-poll-us 1000001 (daemon refuses)" -i vm1 set-poll-us 1000001
+check "out of range message" grep -q "set-poll-us: invalid value: Busy-poll window 1000001 is out of range: 0..1000000 microseconds" <<<"$err"
+expect_rc 2 "set-poll-us fast" -i vm1 set-poll-us fast
+check "names the bad window" grep -q 'invalid busy-poll window "fast"' <<<"$err"
+expect_rc 2 "set-poll-us -5" -i vm1 set-poll-us -5
+expect_rc 2 "set-poll-us without a value" -i vm1 set-poll-us
+expect_rc 2 "set-poll-us --size" -i vm1 set-poll-us 5 --size 2
+expect_rc 2 "set-poll-us --json" -i vm1 set-poll-us 5 --json
+F -i vm1 status --json
+check "refused set-poll-us changed nothing" json 'd["poll_usec"]==50'
+expect_rc 0 "set-poll-us 1000000 (the limit)" -q -i vm1 set-poll-us 1000000
+check "set-poll-us --quiet prints nothing" test -z "$out"
+expect_rc 0 "set-poll-us 0" -i vm1 set-poll-us 0
+check "set-poll-us 0 confirms off" grep -q "^vm1: busy poll off$" <<<"$out"
+F -i vm1 status --json
+check "poll_usec back to 0" json 'd["poll_usec"]==0'
+
 # ---- errors ----
 expect_rc 3 "no such instance" -i nope status
 check "says so" grep -q 'no such instance "nope"' <<<"$err"
@@ -137,6 +166,7 @@ expect_rc 2 "status with an extra argument" status extra
 expect_rc 2 "--watch without stats" --watch status
 expect_rc 0 "--help" --help
 check "--help lists the verbs" grep -q "set-threads N|inline|pool|auto" <<<"$out"
+check "--help lists set-poll-us" grep -q "set-poll-us N" <<<"$out"
 expect_rc 0 "--version" --version
 
 # ---- statistics per mode: set-threads visibly changes what the data path does ----
@@ -161,6 +191,32 @@ F -i vm1 stats
 check "stats table has opcode rows" grep -Eq "^WRITE +[0-9]+ " <<<"$out"
 check "stats table has queue rows" grep -Eq "^request0 +[0-9]+ " <<<"$out"
 check "stats shows the executor" grep -q "Executor: mode_switches=" <<<"$out"
+check "stats header shows busy poll off" grep -q "^Instance vm1: threads auto (pool size [0-9]*), busy poll off, " <<<"$out"
+
+# ---- set-poll-us reaches the data path: queue threads find requests while polling ----
+F -i vm1 set-threads 0
+F -i vm1 stats --json
+check "poll_hits is an executor counter" json '"poll_hits" in d["executor"] and d["poll_usec"]==0'
+hits0=$(printf '%s' "$out" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["executor"]["poll_hits"])')
+# Round trips 2 ms apart: back to back requests are found by the re-check right after a reply,
+# before any window opens; the first request after a pause is what a window catches.
+n=$("$FE_TRAFFIC" "$T/vm1.sock" --count 10 --size 20000 --pause-us 2000) && ok "traffic, polling off ($n round trips)" || fail "traffic, polling off"
+F -i vm1 stats --json
+check "polling off: no poll hits" json 'd["executor"]["poll_hits"]=='"$hits0"
+expect_rc 0 "set-poll-us 100000 live" -q -i vm1 set-poll-us 100000
+n=$("$FE_TRAFFIC" "$T/vm1.sock" --count 20 --size 20000 --pause-us 2000) && ok "traffic, polling 100 ms ($n round trips)" || fail "traffic, polling on"
+F -i vm1 stats --json
+check "polling on: windows found requests" json 'd["poll_usec"]==100000 and d["executor"]["poll_hits"]>='"$hits0"'+10'
+F -i vm1 stats
+check "stats header shows the window" grep -q "busy poll 100000us" <<<"$out"
+F -q -i vm1 set-poll-us 0
+sleep 0.3 # past the last 100 ms window
+F -i vm1 stats --json
+hits1=$(printf '%s' "$out" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["executor"]["poll_hits"])')
+n=$("$FE_TRAFFIC" "$T/vm1.sock" --count 10 --size 20000 --pause-us 2000) && ok "traffic, polling off again ($n round trips)" || fail "traffic, polling off again"
+F -i vm1 stats --json
+check "polling off again: poll_hits stays at $hits1" json 'd["executor"]["poll_hits"]=='"$hits1"
+F -i vm1 set-threads auto
 
 # ---- stats --watch while traffic flows ----
 rm -f "$T/stop"
@@ -171,6 +227,7 @@ expect_rc 0 "stats --watch --count 2" -i vm1 stats --watch --interval 0.5 --coun
 check "two refreshes" test "$(grep -c '^OPCODE *REQ/S *MB/S' <<<"$out")" = 2
 check "a WRITE row with a rate" grep -Eq "^WRITE +[0-9]*[1-9][0-9]*\.[0-9] " <<<"$out"
 check "a TOTAL row and the mode" grep -q "threads auto" <<<"$out"
+check "the header shows busy poll" grep -q "threads auto (pool [0-9]*)  poll off  in flight" <<<"$out"
 expect_rc 0 "stats --watch --json" -i vm1 stats --watch --json --interval 0.4 --count 2
 lines_ok=$(printf '%s\n' "$out" | "$PY" -c '
 import json, sys
@@ -179,6 +236,7 @@ for line in sys.stdin:
     d = json.loads(line)
     tot = [o for o in d["opcodes"] if o["name"] == "TOTAL"][0]
     assert d["interval_usec"] > 300000 and tot["requests_per_sec"] > 0 and tot["mb_per_sec"] > 0
+    assert d["poll_usec"] == 0
     n += 1
 print(n)')
 check "stats --watch --json: one object per refresh with rates" test "$lines_ok" = 2
@@ -193,7 +251,7 @@ change_failures=0
 end=$((SECONDS + 5))
 while [ $SECONDS -lt $end ]; do
         for args in "set-threads 4" "set-cache never" "set-threads 0" "set-cache always" "set-threads auto --size 2" \
-                "set-cache metadata" "set-threads 1" "set-cache auto"; do
+                "set-cache metadata" "set-poll-us 50" "set-threads 1" "set-cache auto" "set-poll-us 0"; do
                 # shellcheck disable=SC2086
                 "$FSCTL_BINARY" --address "$ADDR" -q -i vm1 $args || change_failures=$((change_failures + 1))
                 changes=$((changes + 1))
@@ -201,6 +259,7 @@ while [ $SECONDS -lt $end ]; do
 done
 if wait $tp; then ok "no failed I/O during $changes live changes ($(cat "$T/traffic.out") round trips)"; else fail "I/O failed during live changes: $(cat "$T/traffic.out")"; fi
 check "every live change succeeded ($change_failures failures)" test $change_failures = 0
+F -q -i vm1 set-poll-us 0
 
 expect_rc 0 "reset-stats" -i vm1 reset-stats
 F -i vm1 stats --json
@@ -226,6 +285,7 @@ PATH="$(dirname "$FSCTL_BINARY"):$PATH"
 source "$SRC/ctl/fsctl.bash-completion"
 complete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _fsctl; printf '%s\n' "${COMPREPLY[@]}"; }
 check "completes verbs" test "$(complete_words fsctl set-c)" = "set-cache"
+check "completes set-poll-us" test "$(complete_words fsctl set-p)" = "set-poll-us"
 check "completes cache policies" test "$(complete_words fsctl -i vm1 set-cache al | tr '\n' ' ')" = "always "
 check "completes instances from the bus" test "$(complete_words fsctl --address "$ADDR" -i v)" = "vm1"
 
