@@ -878,16 +878,20 @@ static int pt_release(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
         return handle_map_remove(p->handles, fh, nodeid, 0);
 }
 
-static int pt_fsync(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool datasync) {
-        Passthrough *p = fs;
+/* FSYNC and FSYNCDIR: is_dir says which kind of handle fh must be. */
+static int fsync_handle(Passthrough *p, uint64_t nodeid, uint64_t fh, int is_dir, bool datasync) {
         _cleanup_(handle_unrefp) Handle *h = NULL;
         int r;
 
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        r = handle_map_get(p->handles, fh, nodeid, is_dir, &h);
         if (r < 0)
                 return r;
         r = datasync ? fdatasync(h->fd) : fsync(h->fd);
         return r < 0 ? negative_errno() : 0;
+}
+
+static int pt_fsync(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool datasync) {
+        return fsync_handle(fs, nodeid, fh, 0, datasync);
 }
 
 /* ---- directories ---- */
@@ -1000,15 +1004,7 @@ static int pt_releasedir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh)
 }
 
 static int pt_fsyncdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool datasync) {
-        Passthrough *p = fs;
-        _cleanup_(handle_unrefp) Handle *h = NULL;
-        int r;
-
-        r = handle_map_get(p->handles, fh, nodeid, 1, &h);
-        if (r < 0)
-                return r;
-        r = datasync ? fdatasync(h->fd) : fsync(h->fd);
-        return r < 0 ? negative_errno() : 0;
+        return fsync_handle(fs, nodeid, fh, 1, datasync);
 }
 
 /* ---- filesystem ---- */
