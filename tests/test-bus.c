@@ -1350,9 +1350,9 @@ START_TEST(test_bus_goes_away) {
         tb.pid = 0;
         usleep(200000);
 
-        /* The serving child runs the loop that would spin, not the waiting parent. */
+        /* The serving child runs the loop that would spin, not the waiting parent (sanitizer
+         * builds do not sandbox, and so do not fork: then it is the process itself). */
         pid_t server = serving_pid(h->backend->pid);
-        ck_assert_int_ne(server, h->backend->pid);
         uint64_t t0 = cpu_ticks(server);
         sleep(1);
         uint64_t t1 = cpu_ticks(server);
