@@ -33,6 +33,7 @@ int handle_map_new(HandleMap **ret, FdBudget *budget) {
 static void handle_destroy(Handle *h) {
         safe_close(h->fd);
         fd_budget_release(h->map->budget);
+        dir_stream_done(&h->stream);
         pthread_mutex_destroy(&h->dir_lock);
         inode_unref(h->inode);
         free(h);

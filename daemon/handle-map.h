@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "dir-stream.h"
 #include "fd-budget.h"
 #include "inode-map.h"
 
@@ -18,9 +19,10 @@ typedef struct Handle {
         int fd;           /* opened for I/O (regular file or directory), owned */
         int flags;        /* open flags as used on the host */
         bool dir;
-        /* Serialises getdents+lseek on a directory handle (the position lives in the open file);
-         * only directory reads take it. */
+        /* Serialises directory reads on a directory handle: the position lives in the open file and
+         * the entries read ahead in stream. Only READDIR(PLUS) takes it. */
         pthread_mutex_t dir_lock;
+        DirStream stream; /* directory handles; under dir_lock */
         uint64_t refs;    /* in-flight users + 1 while in the map; under the map lock */
 } Handle;
 

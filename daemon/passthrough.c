@@ -24,6 +24,7 @@
 #include "credentials.h"
 #include "fd-budget.h"
 #include "fs-names.h"
+#include "dir-stream.h"
 #include "handle-map.h"
 #include "inode-map.h"
 
@@ -914,88 +915,63 @@ static int pt_opendir(void *fs, const FsCtx *c, uint64_t nodeid, int flags, uint
         return handle_map_add(p->handles, i, fd, O_RDONLY | O_DIRECTORY, true, ret_fh);
 }
 
-struct linux_dirent64 {
-        uint64_t d_ino;
-        int64_t d_off;
-        unsigned short d_reclen;
-        unsigned char d_type;
-        char d_name[];
-};
-
 static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, FsDirBuf *buf) {
         Passthrough *p = fs;
         _cleanup_(handle_unrefp) Handle *h = NULL;
-        _cleanup_free_ char *dents = NULL;
-        const size_t dents_size = 32768;
-        bool plus = fs_dirbuf_plus(buf), full = false;
+        bool plus = fs_dirbuf_plus(buf);
         unsigned added = 0;
         int r;
 
-        if (off > INT64_MAX)
-                return -EINVAL;
         r = handle_map_get(p->handles, fh, nodeid, 1, &h);
         if (r < 0)
                 return r;
-        dents = malloc(dents_size);
-        if (!dents)
-                return -ENOMEM;
 
-        /* The directory position lives in the open file description: one reader at a time. */
+        /* The position and the buffered entries belong to the handle: one reader at a time. */
         pthread_mutex_lock(&h->dir_lock);
-        if (lseek(h->fd, (off_t) off, SEEK_SET) < 0) {
-                r = negative_errno();
-                goto out;
-        }
-        while (!full) {
-                ssize_t n = syscall(SYS_getdents64, h->fd, dents, dents_size);
-                if (n < 0) {
-                        r = negative_errno();
-                        goto out;
-                }
-                if (n == 0)
-                        break;
-                for (ssize_t pos = 0; pos < n;) {
-                        struct linux_dirent64 *d = (struct linux_dirent64 *) (dents + pos);
-                        size_t namelen = strlen(d->d_name);
-                        FsEntry e = { 0 }, *ep = NULL;
+        r = dir_stream_seek(&h->stream, h->fd, off);
+        while (r >= 0) {
+                const struct linux_dirent64 *d;
+                FsEntry e = { 0 }, *ep = NULL;
+                size_t namelen;
 
-                        pos += d->d_reclen;
-                        if (!fs_dirbuf_fits(buf, namelen)) {
-                                full = true;
-                                break;
-                        }
-                        if (plus) {
-                                ep = &e;
-                                e.st.st_ino = d->d_ino;
-                                e.st.st_mode = (mode_t) DTTOIF(d->d_type);
-                                /* "." and ".." carry no node (the guest would not count them). */
-                                if (!fs_name_is_dot_or_dotdot(d->d_name)) {
-                                        Inode *dir = h->inode;
-                                        r = lookup_child(p, dir, d->d_name, &e);
-                                        if (r == -ENOENT)
-                                                continue; /* removed since getdents: skip it */
-                                        if (r < 0) {
-                                                /* Still list the name, without attributes. */
-                                                e = (FsEntry) { .st.st_ino = d->d_ino,
-                                                                .st.st_mode = (mode_t) DTTOIF(d->d_type) };
-                                        }
+                r = dir_stream_peek(&h->stream, h->fd, &d);
+                if (r <= 0)
+                        break;
+                namelen = strlen(d->d_name);
+                if (!fs_dirbuf_fits(buf, namelen))
+                        break; /* stays buffered for the request that continues here */
+                if (plus) {
+                        ep = &e;
+                        e.st.st_ino = d->d_ino;
+                        e.st.st_mode = (mode_t) DTTOIF(d->d_type);
+                        /* "." and ".." carry no node (the guest would not count them). */
+                        if (!fs_name_is_dot_or_dotdot(d->d_name)) {
+                                r = lookup_child(p, h->inode, d->d_name, &e);
+                                if (r == -ENOENT) {
+                                        dir_stream_consume(&h->stream); /* removed since getdents */
+                                        r = 0;
+                                        continue;
                                 }
+                                if (r < 0)
+                                        /* Still list the name, without attributes. */
+                                        e = (FsEntry) { .st.st_ino = d->d_ino, .st.st_mode = (mode_t) DTTOIF(d->d_type) };
                         }
-                        r = fs_dirbuf_add(buf, d->d_name, namelen, d->d_ino, d->d_type, (uint64_t) d->d_off, ep);
-                        if (r < 0) {
-                                if (ep && ep->nodeid != 0)
-                                        inode_map_forget(p->inodes, ep->nodeid, 1);
-                                full = true;
-                                break;
-                        }
-                        added++;
                 }
+                r = fs_dirbuf_add(buf, d->d_name, namelen, d->d_ino, d->d_type, (uint64_t) d->d_off, ep);
+                if (r < 0 && ep && ep->nodeid != 0)
+                        inode_map_forget(p->inodes, ep->nodeid, 1);
+                if (r == -ENOSPC) {
+                        r = 0;
+                        break;
+                }
+                /* Sent, or a name FUSE cannot carry (skipped rather than ending the listing here). */
+                dir_stream_consume(&h->stream);
+                added += r >= 0;
+                r = 0;
         }
-        r = 0;
-out:
         pthread_mutex_unlock(&h->dir_lock);
         /* An error after some entries were added still delivers those entries. */
-        return added > 0 ? 0 : r;
+        return added > 0 ? 0 : MIN(r, 0);
 }
 
 static int pt_releasedir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh) {

@@ -888,6 +888,140 @@ START_TEST(test_readdir) {
 }
 END_TEST
 
+/* One READDIR(PLUS) request on an open directory handle: the names in the reply (and each record's
+ * offset) in order. Entries with a node are forgotten again. */
+typedef struct Listing {
+        char names[64][64];
+        uint64_t offs[64];
+        unsigned n;
+} Listing;
+
+static void readdir_once(uint64_t nodeid, uint64_t fh, uint64_t off, bool plus, Listing *l) {
+        Args *a = args_new();
+        struct fuse_read_in ri = { .fh = fh, .offset = off, .size = 2048 };
+        Reply rep;
+        size_t pos = 0;
+
+        l->n = 0;
+        args_add(a, &ri, sizeof ri);
+        ck_assert_int_eq(call_full(plus ? FUSE_READDIRPLUS : FUSE_READDIR, nodeid, a, 16 + ri.size, &rep), 0);
+        free(a);
+        while (pos < rep.len) {
+                struct fuse_dirent *d;
+                size_t sz;
+                if (plus) {
+                        struct fuse_direntplus *dp = (struct fuse_direntplus *) (rep.payload + pos);
+                        d = &dp->dirent;
+                        sz = FUSE_DIRENTPLUS_SIZE(dp);
+                        if (dp->entry_out.nodeid != 0)
+                                forget(dp->entry_out.nodeid, 1);
+                } else {
+                        d = (struct fuse_dirent *) (rep.payload + pos);
+                        sz = FUSE_DIRENT_SIZE(d);
+                }
+                ck_assert_uint_le(pos + sz, rep.len);
+                ck_assert_uint_lt(l->n, 64);
+                ck_assert_uint_lt(d->namelen, 64);
+                memcpy(l->names[l->n], d->name, d->namelen);
+                l->names[l->n][d->namelen] = 0;
+                l->offs[l->n++] = d->off;
+                pos += sz;
+        }
+        free(rep.payload);
+}
+
+static bool listing_has(const Listing *l, const char *name) {
+        for (unsigned i = 0; i < l->n; i++)
+                if (streq(l->names[i], name))
+                        return true;
+        return false;
+}
+
+/* Entries read ahead for one request are sent by the next one that continues at its offset; any
+ * other offset seeks: back to the start, back into the middle, or past what is buffered. */
+START_TEST(test_readdir_continue_and_seek) {
+        struct fuse_entry_out d;
+        struct fuse_open_out od;
+        char name[64], path[PATH_MAX];
+        Listing l, again;
+        uint64_t off = 0, mid_off = 0, end_off;
+        char first_after_mid[64] = "";
+        unsigned total = 0, seen[1000] = { 0 };
+
+        do_init();
+        ck_assert_int_eq(mkdir_req(1, "big", 0755, 0, &d), 0);
+        /* 1,000 names of 40 bytes: about 56 KiB of getdents records, several read-ahead buffers. */
+        for (int i = 0; i < 1000; i++) {
+                snprintf(path, sizeof path, "%s/big/entry-%04d-padding-padding-padding-xx", share, i);
+                ck_assert_int_ge(mknod(path, S_IFREG | 0644, 0), 0);
+        }
+        ck_assert_int_eq(open_req(FUSE_OPENDIR, d.nodeid, O_RDONLY, &od), 0);
+        for (unsigned req = 0;; req++) {
+                readdir_once(d.nodeid, od.fh, off, false, &l);
+                if (l.n == 0)
+                        break;
+                for (unsigned i = 0; i < l.n; i++) {
+                        int k;
+                        if (sscanf(l.names[i], "entry-%d-", &k) == 1) {
+                                ck_assert_int_ge(k, 0);
+                                ck_assert_int_lt(k, 1000);
+                                ck_assert_uint_eq(seen[k]++, 0); /* never twice */
+                        }
+                        total++;
+                }
+                if (req == 10) {
+                        mid_off = off; /* where request 10 started */
+                        snprintf(first_after_mid, sizeof first_after_mid, "%s", l.names[0]);
+                }
+                off = l.offs[l.n - 1];
+        }
+        ck_assert_uint_eq(total, 1002);
+        end_off = off;
+        ck_assert_str_ne(first_after_mid, "");
+
+        /* Back into the middle: the same entries as the first time. */
+        readdir_once(d.nodeid, od.fh, mid_off, false, &l);
+        ck_assert_uint_gt(l.n, 0);
+        ck_assert_str_eq(l.names[0], first_after_mid);
+        /* Continuing from there, then seeking back to the start: the whole directory again. */
+        readdir_once(d.nodeid, od.fh, l.offs[l.n - 1], false, &again);
+        ck_assert_uint_gt(again.n, 0);
+        ck_assert(!listing_has(&again, first_after_mid));
+        total = 0;
+        off = 0;
+        for (;;) {
+                readdir_once(d.nodeid, od.fh, off, false, &l);
+                if (l.n == 0)
+                        break;
+                total += l.n;
+                off = l.offs[l.n - 1];
+        }
+        ck_assert_uint_eq(total, 1002);
+        ck_assert_uint_eq(off, end_off);
+        /* At the end, asking again at the end: still empty. */
+        readdir_once(d.nodeid, od.fh, end_off, false, &l);
+        ck_assert_uint_eq(l.n, 0);
+
+        /* READDIRPLUS: a name removed on the host after it was read ahead is skipped (its lookup
+         * fails), the rest still arrive. */
+        readdir_once(d.nodeid, od.fh, 0, true, &l);
+        ck_assert_uint_gt(l.n, 2);
+        off = l.offs[l.n - 1];
+        readdir_once(d.nodeid, od.fh, off, false, &again); /* plain: peek at the next names */
+        ck_assert_uint_ge(again.n, 2);
+        snprintf(name, sizeof name, "%s", again.names[1]);
+        readdir_once(d.nodeid, od.fh, 0, true, &l); /* start over: read ahead again */
+        ck_assert(!listing_has(&l, name));
+        snprintf(path, sizeof path, "%s/big/%s", share, name);
+        ck_assert_int_eq(unlink(path), 0);
+        readdir_once(d.nodeid, od.fh, off, true, &l);
+        ck_assert_uint_gt(l.n, 0);
+        ck_assert_str_eq(l.names[0], again.names[0]);
+        ck_assert(!listing_has(&l, name));
+        ck_assert_int_eq(release_req(FUSE_RELEASEDIR, d.nodeid, od.fh), 0);
+}
+END_TEST
+
 START_TEST(test_dir_ops) {
         struct fuse_entry_out d, e, l, s;
         uint64_t fh;
@@ -2472,6 +2606,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_nodeids_and_forget);
         tcase_add_test(tc, test_handles_checked);
         tcase_add_test(tc, test_readdir);
+        tcase_add_test(tc, test_readdir_continue_and_seek);
         tcase_add_test(tc, test_dir_ops);
         tcase_add_test(tc, test_setattr);
         tcase_add_test(tc, test_misc_ops);
