@@ -14,6 +14,13 @@
 
 /* Requests popped per pass before the queue lock is retaken to publish and re-check. */
 #define QUEUE_BATCH 32
+/* Requests the queue thread completes in a row, with more of its batch waiting, before it sends the
+ * guest an interrupt for them: each reply is published at once (a guest already looking takes it),
+ * only the interrupt waits. The batch's last request always notifies. Measured with vufs-bench at
+ * queue depth 16 (ops/s against 1 = an interrupt per reply): 4 gave 1.2-1.6x, 8 gave 1.2-1.6x and
+ * the lowest CPU per request, 32 (the whole batch) 1.0-1.3x: the guest then idles until the batch
+ * ends. Queue depth 1 is unaffected (nothing waits behind the request). */
+#define QUEUE_NOTIFY_EVERY 8
 /* How long stopping a queue lets requests still running elsewhere finish before blocking waits are
  * cancelled (see queue_stop()). */
 #define QUEUE_STOP_GRACE_MS 200
@@ -26,6 +33,7 @@ typedef struct QueueRequest {
         Queue *q;
         ExecClass class; /* from exec_classify(), for the executor's estimates */
         ExecRoute route;
+        bool sample;       /* measure its CPU time for the executor (executor_want_sample()) */
         uint64_t start_ns; /* CLOCK_MONOTONIC when dispatched: latency = completion - this */
 } QueueRequest;
 
@@ -37,6 +45,15 @@ static uint64_t now_ns(void) {
         struct timespec ts;
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+/* CPU time of the calling thread (a system call: only for sampled requests). */
+static uint64_t thread_cpu_ns(void) {
+        struct timespec ts;
+
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+                return 0;
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
 }
 
@@ -93,8 +110,10 @@ static void queue_free_elems(Queue *q) {
         }
 }
 
+/* Publishes what was pushed and interrupts the guest if it asked for it. */
 static void queue_notify_locked(Queue *q) {
-        if (q->call_fd >= 0 && vq_flush(&q->vq))
+        q->unnotified = 0;
+        if (vq_flush(&q->vq) && q->call_fd >= 0)
                 (void) eventfd_write(q->call_fd, 1);
 }
 
@@ -108,13 +127,17 @@ static void queue_mark_broken_locked(Queue *q, const char *why) {
 
 /* Completes one request: the used-ring entry, the guest notification, the element recycled. On a
  * worker this is its last access to the queue: once inflight drops to zero under the lock,
- * queue_stop() may return and the queue be reset or freed. */
-static void queue_complete(Queue *q, VqElem *e, uint32_t len) {
+ * queue_stop() may return and the queue be reset or freed. may_defer: the queue thread has more of
+ * its batch to run and will notify for this one later (queue_process()). */
+static void queue_complete(Queue *q, VqElem *e, uint32_t len, bool may_defer) {
         GuestMemory *mem;
 
         pthread_mutex_lock(&q->lock);
         vq_push(&q->vq, e->head, len);
-        queue_notify_locked(q);
+        if (may_defer && ++q->unnotified < QUEUE_NOTIFY_EVERY)
+                vq_publish(&q->vq);
+        else
+                queue_notify_locked(q);
         mem = e->mem;
         e->mem = NULL;
         e->next_free = q->free_elems;
@@ -127,32 +150,40 @@ static void queue_complete(Queue *q, VqElem *e, uint32_t len) {
 }
 
 /* Runs one request to completion, on the queue thread or on whichever thread it was handed to. */
-static void queue_run_request(Queue *q, QueueRequest *r) {
+static void queue_run_request(Queue *q, QueueRequest *r, bool may_defer) {
         Device *d = q->dev;
         VqElem *e = &r->elem;
         ChainIter in, out;
         FuseReqInfo info = {};
-        uint64_t lat_ns;
+        uint64_t lat_ns, end_ns, run_ns = 0, cpu_ns = 0;
         uint32_t len;
 
         chain_iter_init(&in, e->iov, e->n_in);
         chain_iter_init(&out, e->iov + e->n_in, e->n_out);
+        if (r->sample) {
+                run_ns = now_ns();
+                cpu_ns = thread_cpu_ns();
+        }
         len = fuse_server_process(d->fs, &in, &out, &info);
 
         /* The second (and last) clock read of this request; statistics and the executor's
          * estimates share it. Both before the completion, which may free the queue. */
-        lat_ns = now_ns() - r->start_ns;
-        if (d->executor)
+        end_ns = now_ns();
+        lat_ns = end_ns - r->start_ns;
+        if (d->executor) {
                 executor_account(&q->exec, r->class, lat_ns, r->route == EXEC_ROUTE_INLINE);
+                if (r->sample)
+                        executor_account_sample(&q->exec, r->class, end_ns - run_ns, thread_cpu_ns() - cpu_ns);
+        }
         if (d->stats)
                 stats_record(d->stats, q->index, info.opcode, info.error, info.bytes, lat_ns / 1000);
-        queue_complete(q, e, len);
+        queue_complete(q, e, len, may_defer);
 }
 
 static void queue_run_work(ExecWork *w) {
         QueueRequest *r = (QueueRequest *) ((char *) w - offsetof(QueueRequest, work));
 
-        queue_run_request(r->q, r);
+        queue_run_request(r->q, r, false);
 }
 
 /* The dispatch seam: runs the request here or hands it to the executor. backlog = requests of this
@@ -165,6 +196,7 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog) {
 
         r->route = EXEC_ROUTE_INLINE;
         r->class = EXEC_CLASS_META;
+        r->sample = false;
         if (d->stats)
                 stats_begin(d->stats);
         if (d->executor) {
@@ -173,10 +205,12 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog) {
                 /* hiprio carries FORGET and INTERRUPT: always here, except a (misplaced) lock wait. */
                 if (q->index != DEVICE_HIPRIO_QUEUE || r->class == EXEC_CLASS_LOCK_WAIT)
                         r->route = executor_route(&q->exec, r->class, backlog);
+                /* Lock waits last as long as the guest makes them: no measure of anything. */
+                r->sample = r->route != EXEC_ROUTE_HELPER && executor_want_sample(&q->exec);
         }
         r->start_ns = now_ns();
         if (r->route == EXEC_ROUTE_INLINE) {
-                queue_run_request(q, r);
+                queue_run_request(q, r, backlog > 0);
                 return;
         }
         r->work.run = queue_run_work;
@@ -230,6 +264,14 @@ static void queue_process(Queue *q) {
 
                 for (unsigned i = 0; i < n; i++)
                         queue_dispatch(q, batch[i], n - 1 - i + pending);
+                if (n > 0) {
+                        /* Interrupts held back while the batch ran (the last request of the batch
+                         * may have been handed off, or ring requests counted in its backlog). */
+                        pthread_mutex_lock(&q->lock);
+                        if (q->unnotified > 0)
+                                queue_notify_locked(q);
+                        pthread_mutex_unlock(&q->lock);
+                }
 
                 if (n == QUEUE_BATCH)
                         continue;
@@ -440,6 +482,7 @@ static void queue_reset(Queue *q) {
         q->mem = guest_memory_unref(q->mem);
         queue_free_elems(q);
         q->vq = (VirtQueue) { .index = q->index };
+        q->unnotified = 0;
         pthread_mutex_unlock(&q->lock);
         q->kick_fd = safe_close(q->kick_fd);
         q->err_fd = safe_close(q->err_fd);

@@ -45,6 +45,7 @@ typedef struct Queue {
         int call_fd;          /* under lock: replaced while the queue runs */
         VqElem *free_elems;   /* recycled elements; under lock */
         unsigned n_elems;     /* elements allocated (bounded by the ring size) */
+        unsigned unnotified;  /* published without an interrupt yet (queue_complete()); under lock */
 
         /* Owned by the main thread. */
         int kick_fd, err_fd;

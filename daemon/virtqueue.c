@@ -159,15 +159,17 @@ void vq_push(VirtQueue *vq, uint16_t head, uint32_t len) {
         vq->used_idx++;
 }
 
-bool vq_flush(VirtQueue *vq) {
-        uint16_t old, new = vq->used_idx;
-
+void vq_publish(VirtQueue *vq) {
         /* The element (and the reply bytes) must be visible before the index that publishes them. */
         atomic_thread_fence(memory_order_release);
-        RING_STORE(vq->used->idx, new);
+        RING_STORE(vq->used->idx, vq->used_idx);
         /* Store-to-load ordering: the guest must not miss our index while we read its event index
-         * (or flags), else both sides wait for each other. */
+         * (or flags) in vq_need_notify(), else both sides wait for each other. */
         atomic_thread_fence(memory_order_seq_cst);
+}
+
+bool vq_need_notify(VirtQueue *vq) {
+        uint16_t old, new = vq->used_idx;
 
         if (!vq->event_idx)
                 return !(RING_LOAD(vq->avail->flags) & VRING_AVAIL_F_NO_INTERRUPT);
@@ -178,9 +180,16 @@ bool vq_flush(VirtQueue *vq) {
                 vq->signalled_used = new;
                 return true;
         }
+        /* Everything published since the last check counts: the guest's event index may lie
+         * anywhere in [old, new). */
         old = vq->signalled_used;
         vq->signalled_used = new;
         return vring_need_event(RING_LOAD(vq->avail->ring[vq->num]), new, old);
+}
+
+bool vq_flush(VirtQueue *vq) {
+        vq_publish(vq);
+        return vq_need_notify(vq);
 }
 
 void vq_disable_notify(VirtQueue *vq) {

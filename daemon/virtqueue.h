@@ -64,7 +64,12 @@ int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem);
 /* Puts one completed chain on the used ring (not yet visible to the guest). */
 void vq_push(VirtQueue *vq, uint16_t head, uint32_t len);
 
-/* Publishes pushed elements; returns true if the guest wants an interrupt now. */
+/* Makes pushed elements visible to the guest (a polling guest can take them at once). */
+void vq_publish(VirtQueue *vq);
+/* Whether the guest wants an interrupt for what was published since the last interrupt it was
+ * sent: true means the caller sends one now. A caller may publish several times before asking. */
+bool vq_need_notify(VirtQueue *vq);
+/* vq_publish() then vq_need_notify(). */
 bool vq_flush(VirtQueue *vq);
 
 /* Asks the guest for a kick on the next request (before sleeping) and returns true if requests
