@@ -169,6 +169,21 @@ static void nlookup_inc(Inode *i) {
                 i->nlookup++;
 }
 
+Inode *inode_map_find_lookup(InodeMap *m, const struct statx *stx) {
+        InodeKey key = inode_key_from_statx(stx);
+        Inode *i;
+
+        pthread_mutex_lock(&m->lock);
+        i = g_hash_table_lookup(m->by_key, &key);
+        if (i && i->type == (stx->stx_mode & S_IFMT)) {
+                nlookup_inc(i);
+                i->refs++;
+        } else
+                i = NULL;
+        pthread_mutex_unlock(&m->lock);
+        return i;
+}
+
 int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **ret) {
         InodeKey key = inode_key_from_statx(stx);
         Inode *i, *n = NULL;

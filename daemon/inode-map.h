@@ -59,6 +59,10 @@ static inline void inode_unrefp(Inode **i) {
  * in-flight reference. */
 int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **ret);
 
+/* Counts one guest lookup of the inode stx describes if the map already holds it (same key and
+ * type) and returns it with one in-flight reference; NULL (nothing counted) otherwise. */
+Inode *inode_map_find_lookup(InodeMap *m, const struct statx *stx);
+
 /* Counts one more guest lookup of an inode the caller holds (e.g. LINK's existing node, "."). */
 void inode_map_lookup_again(Inode *i);
 

@@ -189,7 +189,23 @@ static int entry_from_fd(Passthrough *p, int fd, const Inode *dir, FsEntry *e) {
 
 /* Looks name up in dir without following a symlink and counts the lookup. */
 static int lookup_child(Passthrough *p, Inode *dir, const char *name, FsEntry *e) {
+        _cleanup_(inode_unrefp) Inode *i = NULL;
+        struct statx stx;
         int fd;
+
+        /* Most lookups are of inodes the guest already knows (it revalidates its cached entries,
+         * READDIRPLUS lists them again): one statx of the name finds those in the map, where the
+         * O_PATH handle path below costs an open and a close more. The map's handle pins its inode,
+         * so a matching (dev, ino, mount) cannot be a recycled number: the name referred to this
+         * very inode when statx looked, as if the lookup had happened at that moment. */
+        if (statx(dir->fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_SYNC_AS_STAT, STATX_WANT, &stx) < 0)
+                return negative_errno();
+        i = inode_map_find_lookup(p->inodes, &stx);
+        if (i) {
+                *e = (FsEntry) { .nodeid = i->nodeid, .submount = is_submount(dir, &stx) };
+                stat_from_statx(&e->st, &stx);
+                return 0;
+        }
 
         if (!fd_budget_take(&p->budget))
                 return -ENFILE;

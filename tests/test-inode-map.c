@@ -108,6 +108,37 @@ START_TEST(test_lookup_counts) {
 }
 END_TEST
 
+/* The lookup fast path: a statx of the name finds an inode the map holds (hard links too), counts
+ * it, and takes no fd; an unknown inode, or a known number with another type, is not found. */
+START_TEST(test_find_lookup) {
+        char p1[256], p2[256];
+        struct statx stx;
+        Inode *a, *b;
+
+        touch("x");
+        snprintf(p1, sizeof p1, "%s/x", dir);
+        snprintf(p2, sizeof p2, "%s/x-link", dir);
+        ck_assert_int_eq(link(p1, p2), 0);
+        ck_assert_int_eq(statx(AT_FDCWD, p2, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &stx), 0);
+        ck_assert_ptr_null(inode_map_find_lookup(map, &stx)); /* not held yet */
+        a = look("x");
+        ck_assert_uint_eq(budget.used, 2);
+        b = inode_map_find_lookup(map, &stx);
+        ck_assert_ptr_eq(a, b);
+        ck_assert_uint_eq(a->nlookup, 2);
+        ck_assert_uint_eq(budget.used, 2); /* no fd taken */
+        inode_unref(b);
+        stx.stx_mode = (stx.stx_mode & ~S_IFMT) | S_IFDIR;
+        ck_assert_ptr_null(inode_map_find_lookup(map, &stx));
+        ck_assert_uint_eq(a->nlookup, 2);
+        /* Forgotten: no longer found. */
+        inode_map_forget(map, a->nodeid, 2);
+        stx.stx_mode = (stx.stx_mode & ~S_IFMT) | S_IFREG;
+        ck_assert_ptr_null(inode_map_find_lookup(map, &stx));
+        inode_unref(a);
+}
+END_TEST
+
 START_TEST(test_hard_links) {
         char p1[256], p2[256];
         Inode *a, *b, *c;
@@ -156,6 +187,7 @@ int main(void) {
         tcase_add_test(tc, test_root);
         tcase_add_test(tc, test_lookup_counts);
         tcase_add_test(tc, test_hard_links);
+        tcase_add_test(tc, test_find_lookup);
         tcase_add_test(tc, test_saturation);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
