@@ -32,21 +32,32 @@
  *
  * Auto mode, per request (documented for operators in docs/threading.md):
  *   1. SETLKW goes to a helper (as in every mode).
- *   2. A may-block class (large READ/WRITE >= 128 KiB, FSYNC, FSYNCDIR, SYNCFS, FALLOCATE,
- *      COPY_FILE_RANGE) whose estimated service time is at least EXEC_SLOW_NS goes to the pool, so
- *      it never holds up the requests queued behind it.
+ *   2. Work that *waits* (at least half of its service time off the CPU: for the disk, for another
+ *      lock) goes to the pool when its class is estimated at EXEC_SLOW_NS or more, even with nothing
+ *      queued behind it, so it never holds up the requests that will arrive meanwhile.
  *   3. Otherwise, with backlog B requests waiting behind it in this queue (the rest of the popped
  *      batch plus what vq_pending() saw in the ring) and estimate S for its class: if
- *      (B + 1) * S > EXEC_BACKLOG_BUDGET_NS, the queue has backed up: hand it to the pool, unless
- *      the pool already has twice as many requests waiting as it has workers (then the queue thread
- *      helps by running it). Else run it inline, in guest order.
- *   Estimates are per queue and class: an EWMA (weight 1/8) of measured inline service times. A
- *   handed-off request's latency (wait + service) is an upper bound of its service time, so it can
- *   only lower an estimate; that is how a class first judged slow (may-block classes start at 1 ms)
- *   comes back inline once it proves cheap. With the starting estimate of 12.5 µs for metadata and
- *   small I/O, rule 3 hands off from 4 waiting requests, like the anchors' auto-switch prototype
- *   (inline up to 3 queued); as requests prove cheaper the threshold rises (2 µs GETATTRs stay
- *   inline up to 24 waiting), as they prove slower it falls to 1. */
+ *      (B + 1) * S > EXEC_BACKLOG_BUDGET_NS, the queue has backed up: waiting work goes to the pool,
+ *      unless the pool already has twice as many requests waiting as it has workers (then the queue
+ *      thread helps by running it). Else, and for all CPU-bound work, inline, in guest order.
+ *   CPU-bound work stays on the queue thread however deep the backlog. A worker could only add the
+ *   CPU it runs on, while every hand-off costs a wake-up, a cache miss and the guest's order; with
+ *   the guest's vCPUs and other queues competing for the host's CPUs that was a loss in every
+ *   measurement (vufs-bench QD 16 on two CPUs: a pool of 4 did 0.2-0.6x of inline on every
+ *   CPU-bound workload, pinned to one CPU or not; the seeds measured the same for synchronous I/O).
+ *   A pool pays off when requests wait, so that is what auto hands over.
+ *   Service time estimates are per queue and class: an EWMA (weight 1/8) of measured inline service
+ *   times. A handed-off request's latency (wait + service) is an upper bound of its service time,
+ *   so it can only lower an estimate. With the starting estimate of 12.5 µs for metadata and small
+ *   I/O, rule 3 hands off from 4 waiting requests, like the anchors' auto-switch prototype (inline
+ *   up to 3 queued); as requests prove cheaper the threshold rises, as they prove slower it falls.
+ *   The off-CPU part comes from sampling: one request in EXEC_SAMPLE_EVERY reads its thread's CPU
+ *   clock before and after (wherever it runs); its service time minus that CPU time is what it
+ *   waited. May-block classes (large READ/WRITE >= 128 KiB, FSYNC, FSYNCDIR, SYNCFS, FALLOCATE,
+ *   COPY_FILE_RANGE; estimated at 1 ms) start as waiting, the others as CPU-bound; samples correct
+ *   both within a few thousand requests, so a class first judged slow and waiting (fsync on tmpfs)
+ *   comes back inline once it proves cheap, and one that starts waiting (reads that miss the host's
+ *   page cache) leaves the queue thread. */
 #include "executor.h"
 
 #include <linux/fuse.h>
@@ -60,9 +71,11 @@
 #include "util.h"
 
 #define EXEC_BACKLOG_BUDGET_NS 50000u /* auto: work waiting in one queue before it is shared out */
-#define EXEC_SLOW_NS 200000u          /* auto: may-block classes at least this slow always leave */
+#define EXEC_SLOW_NS 200000u          /* auto: waiting work at least this slow always leaves */
 #define EXEC_EWMA_SHIFT 3             /* estimate += (sample - estimate) / 8 */
 #define EXEC_HELPER_LINGER_MS 1000
+#define EXEC_SAMPLE_EVERY 64      /* auto: one request in this many has its CPU time measured
+                                  * (reading a thread CPU clock: 1.3 µs on the development VM) */
 
 static const uint32_t est_initial_ns[_EXEC_CLASS_MAX] = {
         [EXEC_CLASS_META] = 12500,       [EXEC_CLASS_DIR] = 25000,     [EXEC_CLASS_IO] = 12500,
@@ -496,10 +509,18 @@ void executor_get_state(Executor *e, ExecutorState *ret) {
         pthread_mutex_unlock(&e->ctl_lock);
 }
 
+static bool class_may_block(ExecClass c) {
+        return c == EXEC_CLASS_LARGE_IO || c == EXEC_CLASS_SYNC || c == EXEC_CLASS_LOCK_WAIT;
+}
+
 void executor_attach_queue(Executor *e, ExecQueue *q) {
         *q = (ExecQueue) { .executor = e };
-        for (unsigned c = 0; c < _EXEC_CLASS_MAX; c++)
+        for (unsigned c = 0; c < _EXEC_CLASS_MAX; c++) {
                 atomic_init(&q->est_ns[c], est_initial_ns[c]);
+                /* Until measured: may-block classes wait for all their time, the rest compute. */
+                atomic_init(&q->offcpu_ns[c], class_may_block(c) ? est_initial_ns[c] : 0);
+                atomic_init(&q->oncpu_ns[c], class_may_block(c) ? 0 : est_initial_ns[c]);
+        }
         pthread_mutex_lock(&e->ctl_lock);
         q->next = e->queues;
         e->queues = q;
@@ -575,9 +596,14 @@ static inline void qcount(_Atomic uint64_t *c) {
 
 static ExecRoute auto_route(Executor *e, ExecQueue *q, ExecClass c, unsigned backlog) {
         uint64_t est = atomic_load_explicit(&q->est_ns[c], memory_order_relaxed);
+        /* At least half of the service time off the CPU (both halves from the same samples). */
+        bool waits = atomic_load_explicit(&q->offcpu_ns[c], memory_order_relaxed) >
+                     atomic_load_explicit(&q->oncpu_ns[c], memory_order_relaxed);
         unsigned live, queued;
 
-        if ((c == EXEC_CLASS_LARGE_IO || c == EXEC_CLASS_SYNC) && est >= EXEC_SLOW_NS)
+        if (!waits)
+                return EXEC_ROUTE_INLINE;
+        if (est >= EXEC_SLOW_NS)
                 return EXEC_ROUTE_POOL;
         if (backlog == 0 || ((uint64_t) backlog + 1) * est <= EXEC_BACKLOG_BUDGET_NS)
                 return EXEC_ROUTE_INLINE;
@@ -587,6 +613,35 @@ static ExecRoute auto_route(Executor *e, ExecQueue *q, ExecClass c, unsigned bac
         if (queued >= 2 * MAX(live, 1u))
                 return EXEC_ROUTE_INLINE;
         return EXEC_ROUTE_POOL;
+}
+
+bool executor_want_sample(ExecQueue *q) {
+        if (atomic_load_explicit(&q->executor->mode, memory_order_relaxed) != THREAD_MODE_AUTO)
+                return false;
+        if (q->sample_in > 0) {
+                q->sample_in--;
+                return false;
+        }
+        q->sample_in = EXEC_SAMPLE_EVERY - 1;
+        return true;
+}
+
+/* estimate += (sample - estimate) / 8, as a relaxed store: threads finishing this queue's requests
+ * may update concurrently, and a lost update only delays the estimate by one sample. */
+static void ewma_update(_Atomic uint32_t *est, uint64_t sample_ns) {
+        uint32_t old = atomic_load_explicit(est, memory_order_relaxed);
+        uint32_t sample = (uint32_t) MIN(sample_ns, (uint64_t) UINT32_MAX);
+        uint32_t next = sample >= old ? old + ((sample - old) >> EXEC_EWMA_SHIFT)
+                                      : old - ((old - sample) >> EXEC_EWMA_SHIFT);
+
+        if (next != old)
+                atomic_store_explicit(est, next, memory_order_relaxed);
+}
+
+void executor_account_sample(ExecQueue *q, ExecClass c, uint64_t service_ns, uint64_t cpu_ns) {
+        cpu_ns = MIN(cpu_ns, service_ns); /* two clocks: the CPU one may run a little ahead */
+        ewma_update(&q->oncpu_ns[c], cpu_ns);
+        ewma_update(&q->offcpu_ns[c], service_ns - cpu_ns);
 }
 
 ExecRoute executor_route(ExecQueue *q, ExecClass c, unsigned backlog) {
@@ -614,21 +669,10 @@ ExecRoute executor_route(ExecQueue *q, ExecClass c, unsigned backlog) {
 }
 
 void executor_account(ExecQueue *q, ExecClass c, uint64_t ns, bool ran_inline) {
-        uint32_t old = atomic_load_explicit(&q->est_ns[c], memory_order_relaxed);
-        uint32_t sample = (uint32_t) MIN(ns, (uint64_t) UINT32_MAX);
-        uint32_t next;
-
-        if (sample >= old) {
-                /* A latency that includes waiting says nothing about a rise in service time. */
-                if (!ran_inline)
-                        return;
-                next = old + ((sample - old) >> EXEC_EWMA_SHIFT);
-        } else
-                next = old - ((old - sample) >> EXEC_EWMA_SHIFT);
-        if (next != old)
-                /* Workers finishing this queue's requests may store concurrently: a lost update
-                 * only delays the estimate by one sample. */
-                atomic_store_explicit(&q->est_ns[c], next, memory_order_relaxed);
+        /* A latency that includes waiting says nothing about a rise in service time. */
+        if (!ran_inline && ns >= atomic_load_explicit(&q->est_ns[c], memory_order_relaxed))
+                return;
+        ewma_update(&q->est_ns[c], ns);
 }
 
 void executor_submit(Executor *e, ExecWork *w, ExecRoute route) {

@@ -12,7 +12,7 @@
 typedef enum ThreadMode {
         THREAD_MODE_INLINE, /* the queue thread runs each request itself, in guest order */
         THREAD_MODE_POOL,   /* queue threads hand every request to the pool */
-        THREAD_MODE_AUTO,   /* inline while shallow, pool when requests back up or will block */
+        THREAD_MODE_AUTO,   /* inline, except waiting (off-CPU) work when it is slow or backs up */
         _THREAD_MODE_MAX,
         _THREAD_MODE_INVALID = -EINVAL,
 } ThreadMode;
@@ -98,7 +98,10 @@ typedef enum ExecRoute {
 typedef struct ExecQueue {
         Executor *executor;
         struct ExecQueue *next; /* Executor's list; under its control lock */
-        _Atomic uint32_t est_ns[_EXEC_CLASS_MAX]; /* service time estimate per class */
+        _Atomic uint32_t est_ns[_EXEC_CLASS_MAX];    /* service time estimate per class */
+        /* Sampled service time per class (executor_account_sample()): on the CPU and off it. */
+        _Atomic uint32_t oncpu_ns[_EXEC_CLASS_MAX], offcpu_ns[_EXEC_CLASS_MAX];
+        unsigned sample_in; /* queue thread only: requests until the next CPU time sample */
         /* Single-writer counters (the queue thread), summed by executor_get_state(). */
         _Atomic uint64_t n_inline, n_pool, n_helper, n_auto_inline, n_auto_pool;
 } ExecQueue;
@@ -110,6 +113,13 @@ void executor_detach_queue(ExecQueue *q);
 /* Decides where one request runs. backlog: requests of this queue waiting behind it (popped and not
  * yet started, plus available in the ring). Lock-free: reads the mode and this queue's state. */
 ExecRoute executor_route(ExecQueue *q, ExecClass c, unsigned backlog);
+
+/* Whether the request just routed should have its thread CPU time measured (auto mode samples one
+ * request in EXEC_SAMPLE_EVERY: reading a thread's CPU clock is a system call). Queue thread. */
+bool executor_want_sample(ExecQueue *q);
+/* A sampled request: service_ns of wall time on the thread that ran it, cpu_ns of it on the CPU.
+ * Any thread. */
+void executor_account_sample(ExecQueue *q, ExecClass c, uint64_t service_ns, uint64_t cpu_ns);
 
 /* Feeds a measured time back: inline = the service time of a request the queue thread ran itself;
  * otherwise the latency of a handed-off request (an upper bound of its service time, which can only

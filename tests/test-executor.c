@@ -354,6 +354,26 @@ START_TEST(test_shrink_busy_pool) {
 }
 END_TEST
 
+/* Routes one request in auto mode and tallies the decision, to check the executor's counters. */
+static unsigned n_auto_inline, n_auto_pool;
+static ExecRoute route_auto(ExecQueue *q, ExecClass c, unsigned backlog) {
+        ExecRoute r = executor_route(q, c, backlog);
+        if (r == EXEC_ROUTE_INLINE)
+                n_auto_inline++;
+        else if (r == EXEC_ROUTE_POOL)
+                n_auto_pool++;
+        return r;
+}
+
+/* Feeds n samples of a class: service time, of which CPU time (as executor_account_sample()), and
+ * the same service time as an inline measurement. */
+static void feed(ExecQueue *q, ExecClass c, uint64_t service_ns, uint64_t cpu_ns, unsigned n) {
+        for (unsigned i = 0; i < n; i++) {
+                executor_account(q, c, service_ns, true);
+                executor_account_sample(q, c, service_ns, cpu_ns);
+        }
+}
+
 START_TEST(test_auto_rules) {
         Executor *e;
         ExecQueue q;
@@ -361,36 +381,52 @@ START_TEST(test_auto_rules) {
         Item blocker, filler[3];
         _Atomic unsigned done = 0;
         ExecutorState st;
+        unsigned samples = 0;
 
+        n_auto_inline = n_auto_pool = 0;
         ck_assert_int_eq(executor_new(&e, THREAD_MODE_AUTO, 1), 0);
         executor_attach_queue(e, &q);
 
-        /* Shallow: inline. Backed up with the starting estimate (12.5 µs): the pool from 4 waiting. */
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_META, 0), EXEC_ROUTE_INLINE);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_META, 3), EXEC_ROUTE_INLINE);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_META, 4), EXEC_ROUTE_POOL);
-        /* Cheap requests measured inline raise the threshold. */
-        for (unsigned i = 0; i < 100; i++)
-                executor_account(&q, EXEC_CLASS_META, 2000, true);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_META, 16), EXEC_ROUTE_INLINE);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_META, 40), EXEC_ROUTE_POOL);
-        /* Slow ones lower it to one waiting request. */
-        for (unsigned i = 0; i < 100; i++)
-                executor_account(&q, EXEC_CLASS_IO, 100000, true);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_IO, 0), EXEC_ROUTE_INLINE);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_IO, 1), EXEC_ROUTE_POOL);
+        /* CPU-bound work (the starting assumption for metadata and small I/O) stays inline however
+         * deep the backlog: a worker could only take turns with the queue thread. */
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 0), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 100), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_IO, 100), EXEC_ROUTE_INLINE);
+
+        /* Sampled as waiting (10 of 12.5 µs off the CPU): with the starting estimate, the pool from
+         * 4 requests waiting behind it (the prototype's threshold). */
+        feed(&q, EXEC_CLASS_META, 12500, 2500, 100);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 3), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 4), EXEC_ROUTE_POOL);
+        /* Cheaper requests raise the threshold. */
+        feed(&q, EXEC_CLASS_META, 2000, 500, 100);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 16), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 40), EXEC_ROUTE_POOL);
+        /* Slower ones lower it to one waiting request. */
+        feed(&q, EXEC_CLASS_IO, 100000, 10000, 100);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_IO, 0), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_IO, 1), EXEC_ROUTE_POOL);
         /* A handed-off request's latency never raises an estimate. */
         for (unsigned i = 0; i < 100; i++)
                 executor_account(&q, EXEC_CLASS_META, 1000000, false);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_META, 16), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 16), EXEC_ROUTE_INLINE);
+        /* Waiting turned into computing: back inline at any depth. */
+        feed(&q, EXEC_CLASS_META, 2000, 1900, 100);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 100), EXEC_ROUTE_INLINE);
 
-        /* May-block classes leave even when nothing waits, until they prove cheap. */
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_SYNC, 0), EXEC_ROUTE_POOL);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_LARGE_IO, 0), EXEC_ROUTE_POOL);
+        /* May-block classes start as slow and waiting: they leave even when nothing waits... */
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_SYNC, 0), EXEC_ROUTE_POOL);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_LARGE_IO, 0), EXEC_ROUTE_POOL);
+        /* ...until they prove fast (handed-off latencies lower the estimate)... */
         for (unsigned i = 0; i < 100; i++)
                 executor_account(&q, EXEC_CLASS_LARGE_IO, 30000, false);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_LARGE_IO, 0), EXEC_ROUTE_INLINE);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_SYNC, 0), EXEC_ROUTE_POOL);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_LARGE_IO, 0), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_SYNC, 0), EXEC_ROUTE_POOL);
+        /* ...or CPU-bound (an fsync on tmpfs): inline even when slow. */
+        for (unsigned i = 0; i < 100; i++)
+                executor_account_sample(&q, EXEC_CLASS_SYNC, 1000000, 990000);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_SYNC, 0), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_SYNC, 50), EXEC_ROUTE_INLINE);
         ck_assert_int_eq(executor_route(&q, EXEC_CLASS_LOCK_WAIT, 0), EXEC_ROUTE_HELPER);
 
         /* A pool already behind (2 waiting per worker) is not fed more: the queue thread works. */
@@ -399,32 +435,41 @@ START_TEST(test_auto_rules) {
         blocker.gate = &gate;
         executor_submit(e, &blocker.work, EXEC_ROUTE_POOL);
         gate_wait_waiting(&gate, 1);
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_IO, 10), EXEC_ROUTE_POOL);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_IO, 10), EXEC_ROUTE_POOL);
         for (unsigned i = 0; i < 2; i++) {
                 item_init(&filler[i], &done);
                 executor_submit(e, &filler[i].work, EXEC_ROUTE_POOL);
         }
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_IO, 10), EXEC_ROUTE_INLINE);
-        /* ...but may-block work still leaves the queue thread. */
-        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_SYNC, 10), EXEC_ROUTE_POOL);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_IO, 10), EXEC_ROUTE_INLINE);
+        /* ...but slow waiting work still leaves the queue thread. */
+        feed(&q, EXEC_CLASS_DIR, 400000, 20000, 100);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_DIR, 10), EXEC_ROUTE_POOL);
         gate_open(&gate);
         wait_done(&done, 3, 5000 * SLOW_FACTOR);
 
         st = state(e);
-        ck_assert_uint_eq(st.auto_inline, 7);
-        ck_assert_uint_eq(st.auto_pool, 8);
+        ck_assert_uint_eq(st.auto_inline, n_auto_inline);
+        ck_assert_uint_eq(st.auto_pool, n_auto_pool);
         ck_assert_uint_eq(st.helper_runs, 1);
-        /* Pool mode: no auto accounting. */
+
+        /* One request in EXEC_SAMPLE_EVERY (64) is sampled, in auto mode only. */
+        for (unsigned i = 0; i < 512; i++)
+                samples += executor_want_sample(&q);
+        ck_assert_uint_eq(samples, 8);
+
+        /* Pool mode: no auto accounting, no sampling. */
         ck_assert_int_eq(executor_set_mode(e, THREAD_MODE_POOL, 1), 0);
         ck_assert_int_eq(executor_route(&q, EXEC_CLASS_META, 0), EXEC_ROUTE_POOL);
+        for (unsigned i = 0; i < 128; i++)
+                ck_assert(!executor_want_sample(&q));
         st = state(e);
-        ck_assert_uint_eq(st.auto_inline + st.auto_pool, 15);
-        ck_assert_uint_eq(st.pool_runs, 9);
+        ck_assert_uint_eq(st.auto_inline + st.auto_pool, n_auto_inline + n_auto_pool);
+        ck_assert_uint_eq(st.pool_runs, n_auto_pool + 1);
         /* Detaching keeps the counts. */
         executor_detach_queue(&q);
         st = state(e);
-        ck_assert_uint_eq(st.auto_inline, 7);
-        ck_assert_uint_eq(st.pool_runs, 9);
+        ck_assert_uint_eq(st.auto_inline, n_auto_inline);
+        ck_assert_uint_eq(st.pool_runs, n_auto_pool + 1);
         executor_free(e);
 }
 END_TEST
