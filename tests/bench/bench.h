@@ -59,6 +59,8 @@ typedef struct BackendSpec {
         bool is_anchor; /* the C virtiofsd: the reference the ratios use */
         bool vufsd;     /* a vufsd mode (for "vufsd best") */
         bool is_auto;   /* vufsd's auto mode (compared with the best fixed mode) */
+        bool polls;     /* vufsd with a busy-poll window: a different knob than the threading mode,
+                         * so auto is only compared with fixed modes that poll the same way */
         unsigned max_queues; /* request queues it can serve (virtiofsd: 1) */
 } BackendSpec;
 
