@@ -21,6 +21,9 @@
  * the lowest CPU per request, 32 (the whole batch) 1.0-1.3x: the guest then idles until the batch
  * ends. Queue depth 1 is unaffected (nothing waits behind the request). */
 #define QUEUE_NOTIFY_EVERY 8
+/* ...unless the next request is expected to take this long: then the held-back interrupt goes out
+ * first, so finished replies do not wait behind a slow one (an fsync, a read from the disk). */
+#define QUEUE_NOTIFY_SLOW_NS 50000u
 /* How long stopping a queue lets requests still running elsewhere finish before blocking waits are
  * cancelled (see queue_stop()). */
 #define QUEUE_STOP_GRACE_MS 200
@@ -166,8 +169,8 @@ static void queue_run_request(Queue *q, QueueRequest *r, bool may_defer) {
         }
         len = fuse_server_process(d->fs, &in, &out, &info);
 
-        /* The second (and last) clock read of this request; statistics and the executor's
-         * estimates share it. Both before the completion, which may free the queue. */
+        /* The second clock read of this request (sampled ones read two more); statistics and the
+         * executor's estimates share it. Both before the completion, which may free the queue. */
         end_ns = now_ns();
         lat_ns = end_ns - r->start_ns;
         if (d->executor) {
@@ -207,6 +210,13 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog) {
                         r->route = executor_route(&q->exec, r->class, backlog);
                 /* Lock waits last as long as the guest makes them: no measure of anything. */
                 r->sample = r->route != EXEC_ROUTE_HELPER && executor_want_sample(&q->exec);
+        }
+        if (r->route == EXEC_ROUTE_INLINE && d->executor &&
+            executor_estimate_ns(&q->exec, r->class) >= QUEUE_NOTIFY_SLOW_NS) {
+                pthread_mutex_lock(&q->lock);
+                if (q->unnotified > 0)
+                        queue_notify_locked(q);
+                pthread_mutex_unlock(&q->lock);
         }
         r->start_ns = now_ns();
         if (r->route == EXEC_ROUTE_INLINE) {

@@ -114,6 +114,11 @@ void executor_detach_queue(ExecQueue *q);
  * yet started, plus available in the ring). Lock-free: reads the mode and this queue's state. */
 ExecRoute executor_route(ExecQueue *q, ExecClass c, unsigned backlog);
 
+/* The current service time estimate of a class on this queue (any thread). */
+static inline uint32_t executor_estimate_ns(ExecQueue *q, ExecClass c) {
+        return atomic_load_explicit(&q->est_ns[c], memory_order_relaxed);
+}
+
 /* Whether the request just routed should have its thread CPU time measured (auto mode samples one
  * request in EXEC_SAMPLE_EVERY: reading a thread's CPU clock is a system call). Queue thread. */
 bool executor_want_sample(ExecQueue *q);
