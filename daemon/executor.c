@@ -32,9 +32,10 @@
  *
  * Auto mode, per request (documented for operators in docs/threading.md):
  *   1. SETLKW goes to a helper (as in every mode).
- *   2. Work that *waits* (at least half of its service time off the CPU: for the disk, for another
- *      lock) goes to the pool when its class is estimated at EXEC_SLOW_NS or more, even with nothing
- *      queued behind it, so it never holds up the requests that will arrive meanwhile.
+ *   2. Work that *waits* (more than half of its service time, and at least EXEC_WAIT_MIN_NS, off the
+ *      CPU: for the disk, for another lock) goes to the pool when its class is estimated at
+ *      EXEC_SLOW_NS or more, even with nothing queued behind it, so it never holds up the requests
+ *      that will arrive meanwhile.
  *   3. Otherwise, with backlog B requests waiting behind it in this queue (the rest of the popped
  *      batch plus what vq_pending() saw in the ring) and estimate S for its class: if
  *      (B + 1) * S > EXEC_BACKLOG_BUDGET_NS, the queue has backed up: waiting work goes to the pool,
@@ -48,9 +49,9 @@
  *   A pool pays off when requests wait, so that is what auto hands over.
  *   Service time estimates are per queue and class: an EWMA (weight 1/8) of measured inline service
  *   times. A handed-off request's latency (wait + service) is an upper bound of its service time,
- *   so it can only lower an estimate. With the starting estimate of 12.5 µs for metadata and small
- *   I/O, rule 3 hands off from 4 waiting requests, like the anchors' auto-switch prototype (inline
- *   up to 3 queued); as requests prove cheaper the threshold rises, as they prove slower it falls.
+ *   so it can only lower an estimate. Waiting work of more than 25 µs leaves with one request behind
+ *   it, of 20-25 µs with two (the anchors' prototype switched at 3 queued, whatever the requests
+ *   were).
  *   The off-CPU part comes from sampling: one request in EXEC_SAMPLE_EVERY reads its thread's CPU
  *   clock before and after (wherever it runs); its service time minus that CPU time is what it
  *   waited. May-block classes (large READ/WRITE >= 128 KiB, FSYNC, FSYNCDIR, SYNCFS, FALLOCATE,
@@ -72,6 +73,9 @@
 
 #define EXEC_BACKLOG_BUDGET_NS 50000u /* auto: work waiting in one queue before it is shared out */
 #define EXEC_SLOW_NS 200000u          /* auto: waiting work at least this slow always leaves */
+/* auto: off-CPU time below this is not worth a hand-off (which costs a few µs itself), and is what
+ * preemption or a page fault adds to a CPU-bound request now and then */
+#define EXEC_WAIT_MIN_NS 20000u
 #define EXEC_EWMA_SHIFT 3             /* estimate += (sample - estimate) / 8 */
 #define EXEC_HELPER_LINGER_MS 1000
 #define EXEC_SAMPLE_EVERY 64      /* auto: one request in this many has its CPU time measured
@@ -596,9 +600,10 @@ static inline void qcount(_Atomic uint64_t *c) {
 
 static ExecRoute auto_route(Executor *e, ExecQueue *q, ExecClass c, unsigned backlog) {
         uint64_t est = atomic_load_explicit(&q->est_ns[c], memory_order_relaxed);
-        /* At least half of the service time off the CPU (both halves from the same samples). */
-        bool waits = atomic_load_explicit(&q->offcpu_ns[c], memory_order_relaxed) >
-                     atomic_load_explicit(&q->oncpu_ns[c], memory_order_relaxed);
+        /* More than half of the service time off the CPU (both halves from the same samples), and
+         * enough of it to pay for a hand-off. */
+        uint32_t off = atomic_load_explicit(&q->offcpu_ns[c], memory_order_relaxed);
+        bool waits = off >= EXEC_WAIT_MIN_NS && off > atomic_load_explicit(&q->oncpu_ns[c], memory_order_relaxed);
         unsigned live, queued;
 
         if (!waits)

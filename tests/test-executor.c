@@ -393,26 +393,26 @@ START_TEST(test_auto_rules) {
         ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 100), EXEC_ROUTE_INLINE);
         ck_assert_int_eq(route_auto(&q, EXEC_CLASS_IO, 100), EXEC_ROUTE_INLINE);
 
-        /* Sampled as waiting (10 of 12.5 µs off the CPU): with the starting estimate, the pool from
-         * 4 requests waiting behind it (the prototype's threshold). */
-        feed(&q, EXEC_CLASS_META, 12500, 2500, 100);
-        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 3), EXEC_ROUTE_INLINE);
-        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 4), EXEC_ROUTE_POOL);
-        /* Cheaper requests raise the threshold. */
-        feed(&q, EXEC_CLASS_META, 2000, 500, 100);
-        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 16), EXEC_ROUTE_INLINE);
-        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 40), EXEC_ROUTE_POOL);
-        /* Slower ones lower it to one waiting request. */
-        feed(&q, EXEC_CLASS_IO, 100000, 10000, 100);
-        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_IO, 0), EXEC_ROUTE_INLINE);
-        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_IO, 1), EXEC_ROUTE_POOL);
+        /* Sampled as waiting (90 of 100 µs off the CPU): to the pool with one request behind it. */
+        feed(&q, EXEC_CLASS_META, 100000, 10000, 100);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 0), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 1), EXEC_ROUTE_POOL);
+        /* Cheaper (22 µs, all of it waiting) raises the threshold to two. */
+        feed(&q, EXEC_CLASS_META, 22000, 0, 100);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 1), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 2), EXEC_ROUTE_POOL);
+        /* Short waits (preemption, a page fault: 10 of 12 µs here) are not worth a hand-off. */
+        feed(&q, EXEC_CLASS_IO, 12000, 2000, 100);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_IO, 100), EXEC_ROUTE_INLINE);
         /* A handed-off request's latency never raises an estimate. */
         for (unsigned i = 0; i < 100; i++)
                 executor_account(&q, EXEC_CLASS_META, 1000000, false);
-        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 16), EXEC_ROUTE_INLINE);
+        ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 1), EXEC_ROUTE_INLINE);
         /* Waiting turned into computing: back inline at any depth. */
-        feed(&q, EXEC_CLASS_META, 2000, 1900, 100);
+        feed(&q, EXEC_CLASS_META, 30000, 29000, 100);
         ck_assert_int_eq(route_auto(&q, EXEC_CLASS_META, 100), EXEC_ROUTE_INLINE);
+        /* Slow waiting I/O for the congestion check below. */
+        feed(&q, EXEC_CLASS_IO, 100000, 10000, 100);
 
         /* May-block classes start as slow and waiting: they leave even when nothing waits... */
         ck_assert_int_eq(route_auto(&q, EXEC_CLASS_SYNC, 0), EXEC_ROUTE_POOL);
