@@ -209,7 +209,7 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog) {
                 if (q->index != DEVICE_HIPRIO_QUEUE || r->class == EXEC_CLASS_LOCK_WAIT)
                         r->route = executor_route(&q->exec, r->class, backlog);
                 /* Lock waits last as long as the guest makes them: no measure of anything. */
-                r->sample = r->route != EXEC_ROUTE_HELPER && executor_want_sample(&q->exec);
+                r->sample = r->route != EXEC_ROUTE_HELPER && executor_want_sample(&q->exec, r->class);
         }
         if (r->route == EXEC_ROUTE_INLINE && d->executor &&
             executor_estimate_ns(&q->exec, r->class) >= QUEUE_NOTIFY_SLOW_NS) {

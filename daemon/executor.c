@@ -52,7 +52,7 @@
  *   so it can only lower an estimate. Waiting work of more than 25 µs leaves with one request behind
  *   it, of 20-25 µs with two (the anchors' prototype switched at 3 queued, whatever the requests
  *   were).
- *   The off-CPU part comes from sampling: one request in EXEC_SAMPLE_EVERY reads its thread's CPU
+ *   The off-CPU part comes from sampling: one request in sample_every[class] reads its thread's CPU
  *   clock before and after (wherever it runs); its service time minus that CPU time is what it
  *   waited. May-block classes (large READ/WRITE >= 128 KiB, FSYNC, FSYNCDIR, SYNCFS, FALLOCATE,
  *   COPY_FILE_RANGE; estimated at 1 ms) start as waiting, the others as CPU-bound; samples correct
@@ -78,8 +78,14 @@
 #define EXEC_WAIT_MIN_NS 20000u
 #define EXEC_EWMA_SHIFT 3             /* estimate += (sample - estimate) / 8 */
 #define EXEC_HELPER_LINGER_MS 1000
-#define EXEC_SAMPLE_EVERY 64      /* auto: one request in this many has its CPU time measured
-                                  * (reading a thread CPU clock: 1.3 µs on the development VM) */
+/* auto: one request of a class in this many has its CPU time measured. Reading a thread's CPU clock
+ * is a system call (1.3 µs on the development VM, twice per sample): 1 in 256 costs a 3 µs GETATTR
+ * 0.3 %; may-block classes (tens of µs and more) are sampled more often, so that their rarer
+ * requests still correct the starting guess soon. Counted per class, so rare classes get samples. */
+static const uint16_t sample_every[_EXEC_CLASS_MAX] = {
+        [EXEC_CLASS_META] = 256, [EXEC_CLASS_DIR] = 32,  [EXEC_CLASS_IO] = 256,
+        [EXEC_CLASS_LARGE_IO] = 32, [EXEC_CLASS_SYNC] = 8, [EXEC_CLASS_LOCK_WAIT] = 8,
+};
 
 static const uint32_t est_initial_ns[_EXEC_CLASS_MAX] = {
         [EXEC_CLASS_META] = 12500,       [EXEC_CLASS_DIR] = 25000,     [EXEC_CLASS_IO] = 12500,
@@ -620,14 +626,14 @@ static ExecRoute auto_route(Executor *e, ExecQueue *q, ExecClass c, unsigned bac
         return EXEC_ROUTE_POOL;
 }
 
-bool executor_want_sample(ExecQueue *q) {
+bool executor_want_sample(ExecQueue *q, ExecClass c) {
         if (atomic_load_explicit(&q->executor->mode, memory_order_relaxed) != THREAD_MODE_AUTO)
                 return false;
-        if (q->sample_in > 0) {
-                q->sample_in--;
+        if (q->sample_in[c] > 0) {
+                q->sample_in[c]--;
                 return false;
         }
-        q->sample_in = EXEC_SAMPLE_EVERY - 1;
+        q->sample_in[c] = sample_every[c] - 1;
         return true;
 }
 

@@ -101,7 +101,8 @@ typedef struct ExecQueue {
         _Atomic uint32_t est_ns[_EXEC_CLASS_MAX];    /* service time estimate per class */
         /* Sampled service time per class (executor_account_sample()): on the CPU and off it. */
         _Atomic uint32_t oncpu_ns[_EXEC_CLASS_MAX], offcpu_ns[_EXEC_CLASS_MAX];
-        unsigned sample_in; /* queue thread only: requests until the next CPU time sample */
+        /* Queue thread only: requests of each class until its next CPU time sample. */
+        uint16_t sample_in[_EXEC_CLASS_MAX];
         /* Single-writer counters (the queue thread), summed by executor_get_state(). */
         _Atomic uint64_t n_inline, n_pool, n_helper, n_auto_inline, n_auto_pool;
 } ExecQueue;
@@ -119,9 +120,10 @@ static inline uint32_t executor_estimate_ns(ExecQueue *q, ExecClass c) {
         return atomic_load_explicit(&q->est_ns[c], memory_order_relaxed);
 }
 
-/* Whether the request just routed should have its thread CPU time measured (auto mode samples one
- * request in EXEC_SAMPLE_EVERY: reading a thread's CPU clock is a system call). Queue thread. */
-bool executor_want_sample(ExecQueue *q);
+/* Whether the request just routed (of class c) should have its thread CPU time measured (auto mode
+ * samples one request of a class in 8-256: reading a thread's CPU clock is a system call). Queue
+ * thread. */
+bool executor_want_sample(ExecQueue *q, ExecClass c);
 /* A sampled request: service_ns of wall time on the thread that ran it, cpu_ns of it on the CPU.
  * Any thread. */
 void executor_account_sample(ExecQueue *q, ExecClass c, uint64_t service_ns, uint64_t cpu_ns);

@@ -452,16 +452,20 @@ START_TEST(test_auto_rules) {
         ck_assert_uint_eq(st.auto_pool, n_auto_pool);
         ck_assert_uint_eq(st.helper_runs, 1);
 
-        /* One request in EXEC_SAMPLE_EVERY (64) is sampled, in auto mode only. */
-        for (unsigned i = 0; i < 512; i++)
-                samples += executor_want_sample(&q);
-        ck_assert_uint_eq(samples, 8);
+        /* One request of a class in 256 (metadata) or 8 (sync) is sampled, counted per class, in
+         * auto mode only. */
+        for (unsigned i = 0; i < 2048; i++) {
+                samples += executor_want_sample(&q, EXEC_CLASS_META);
+                if (i % 8 == 0)
+                        samples += 100 * executor_want_sample(&q, EXEC_CLASS_SYNC);
+        }
+        ck_assert_uint_eq(samples, 8 + 100 * 32);
 
         /* Pool mode: no auto accounting, no sampling. */
         ck_assert_int_eq(executor_set_mode(e, THREAD_MODE_POOL, 1), 0);
         ck_assert_int_eq(executor_route(&q, EXEC_CLASS_META, 0), EXEC_ROUTE_POOL);
         for (unsigned i = 0; i < 128; i++)
-                ck_assert(!executor_want_sample(&q));
+                ck_assert(!executor_want_sample(&q, EXEC_CLASS_META));
         st = state(e);
         ck_assert_uint_eq(st.auto_inline + st.auto_pool, n_auto_inline + n_auto_pool);
         ck_assert_uint_eq(st.pool_runs, n_auto_pool + 1);
