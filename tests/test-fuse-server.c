@@ -789,6 +789,20 @@ START_TEST(test_handles_checked) {
 }
 END_TEST
 
+/* The record at pos of a READDIR(PLUS) reply: its dirent, its size and (PLUS only) its entry. */
+static struct fuse_dirent *reply_dirent(const Reply *rep, size_t pos, bool plus, size_t *ret_size,
+                                        struct fuse_entry_out **ret_entry) {
+        *ret_entry = NULL;
+        if (plus) {
+                struct fuse_direntplus *dp = (struct fuse_direntplus *) (rep->payload + pos);
+                *ret_size = FUSE_DIRENTPLUS_SIZE(dp);
+                *ret_entry = &dp->entry_out;
+                return &dp->dirent;
+        }
+        *ret_size = FUSE_DIRENT_SIZE((struct fuse_dirent *) (rep->payload + pos));
+        return (struct fuse_dirent *) (rep->payload + pos);
+}
+
 /* Reads a whole directory with READDIR or READDIRPLUS in small chunks; returns the entry count
  * and checks the records. */
 static unsigned list_dir(uint64_t nodeid, bool plus, uint32_t chunk, unsigned *with_node) {
@@ -813,22 +827,15 @@ static unsigned list_dir(uint64_t nodeid, bool plus, uint32_t chunk, unsigned *w
                         break;
                 }
                 while (pos < rep.len) {
-                        struct fuse_dirent *d;
+                        struct fuse_entry_out *eo;
                         size_t sz;
-                        if (plus) {
-                                struct fuse_direntplus *dp = (struct fuse_direntplus *) (rep.payload + pos);
-                                d = &dp->dirent;
-                                sz = FUSE_DIRENTPLUS_SIZE(dp);
-                                if (dp->entry_out.nodeid != 0) {
-                                        (*with_node)++;
-                                        ck_assert_uint_eq(dp->entry_out.attr.ino, d->ino);
-                                        forget(dp->entry_out.nodeid, 1);
-                                } else
-                                        ck_assert(strncmp(d->name, ".", 1) == 0);
-                        } else {
-                                d = (struct fuse_dirent *) (rep.payload + pos);
-                                sz = FUSE_DIRENT_SIZE(d);
-                        }
+                        struct fuse_dirent *d = reply_dirent(&rep, pos, plus, &sz, &eo);
+                        if (eo && eo->nodeid != 0) {
+                                (*with_node)++;
+                                ck_assert_uint_eq(eo->attr.ino, d->ino);
+                                forget(eo->nodeid, 1);
+                        } else if (eo)
+                                ck_assert(strncmp(d->name, ".", 1) == 0);
                         ck_assert_uint_ge(d->namelen, 1);
                         ck_assert_uint_le(pos + sz, rep.len);
                         ck_assert(memchr(d->name, '/', d->namelen) == NULL);
@@ -907,18 +914,11 @@ static void readdir_once(uint64_t nodeid, uint64_t fh, uint64_t off, bool plus, 
         ck_assert_int_eq(call_full(plus ? FUSE_READDIRPLUS : FUSE_READDIR, nodeid, a, 16 + ri.size, &rep), 0);
         free(a);
         while (pos < rep.len) {
-                struct fuse_dirent *d;
+                struct fuse_entry_out *eo;
                 size_t sz;
-                if (plus) {
-                        struct fuse_direntplus *dp = (struct fuse_direntplus *) (rep.payload + pos);
-                        d = &dp->dirent;
-                        sz = FUSE_DIRENTPLUS_SIZE(dp);
-                        if (dp->entry_out.nodeid != 0)
-                                forget(dp->entry_out.nodeid, 1);
-                } else {
-                        d = (struct fuse_dirent *) (rep.payload + pos);
-                        sz = FUSE_DIRENT_SIZE(d);
-                }
+                struct fuse_dirent *d = reply_dirent(&rep, pos, plus, &sz, &eo);
+                if (eo && eo->nodeid != 0)
+                        forget(eo->nodeid, 1);
                 ck_assert_uint_le(pos + sz, rep.len);
                 ck_assert_uint_lt(l->n, 64);
                 ck_assert_uint_lt(d->namelen, 64);
