@@ -217,10 +217,11 @@ static void forget(uint64_t nodeid, uint64_t n) {
         free(a);
 }
 
-static int create(uint64_t parent, const char *name, uint32_t flags, uint32_t mode, struct fuse_entry_out *e,
-                  uint64_t *fh) {
+/* FUSE_CREATE with the guest's umask; e and fh may be NULL. */
+static int create_masked(uint64_t parent, const char *name, uint32_t flags, uint32_t mode, uint32_t umask_v,
+                         struct fuse_entry_out *e, uint64_t *fh) {
         Args *a = args_new();
-        struct fuse_create_in c = { .flags = flags, .mode = mode, .umask = 022 };
+        struct fuse_create_in c = { .flags = flags, .mode = mode, .umask = umask_v };
         struct {
                 struct fuse_entry_out e;
                 struct fuse_open_out o;
@@ -237,6 +238,11 @@ static int create(uint64_t parent, const char *name, uint32_t flags, uint32_t mo
                         *fh = out.o.fh;
         }
         return r;
+}
+
+static int create(uint64_t parent, const char *name, uint32_t flags, uint32_t mode, struct fuse_entry_out *e,
+                  uint64_t *fh) {
+        return create_masked(parent, name, flags, mode, 022, e, fh);
 }
 
 static int mkdir_req(uint64_t parent, const char *name, uint32_t mode, uint32_t umask_v, struct fuse_entry_out *e) {
@@ -2475,24 +2481,14 @@ static int setxattr_req(uint64_t nodeid, const char *name, const void *v, size_t
         return r;
 }
 
+/* Creates a regular file with the guest's umask and releases it again. */
 static int create_umask(uint64_t parent, const char *name, uint32_t mode, uint32_t umask_v,
                         struct fuse_entry_out *e) {
-        Args *a = args_new();
-        struct fuse_create_in c = { .flags = O_RDWR | O_CREAT, .mode = S_IFREG | mode, .umask = umask_v };
-        struct {
-                struct fuse_entry_out e;
-                struct fuse_open_out o;
-        } out;
-        int r;
+        uint64_t fh;
+        int r = create_masked(parent, name, O_RDWR | O_CREAT, S_IFREG | mode, umask_v, e, &fh);
 
-        args_add(a, &c, sizeof c);
-        args_str(a, name);
-        r = call(FUSE_CREATE, parent, a, &out, sizeof out);
-        free(a);
-        if (r == 0) {
-                *e = out.e;
-                ck_assert_int_eq(release_req(FUSE_RELEASE, out.e.nodeid, out.o.fh), 0);
-        }
+        if (r == 0)
+                ck_assert_int_eq(release_req(FUSE_RELEASE, e->nodeid, fh), 0);
         return r;
 }
 
