@@ -6,26 +6,36 @@
 #include "util.h"
 #include <glib.h>
 #include <stdlib.h>
+#include <string.h>
 
 
-struct HandleMap {
-        /* Guards the table and every handle's refs: critical sections are one hash operation and
-         * a counter, and fds are closed after unlocking. */
+typedef struct HandleShard {
+        /* Guards the table and next_seq: critical sections are one hash operation, and fds are
+         * closed after unlocking. */
         pthread_mutex_t lock;
         GHashTable *by_fh; /* uint64_t* fh -> Handle* */
-        uint64_t next_fh;
+        uint64_t next_seq; /* the next fh is next_seq << HANDLE_MAP_SHARD_BITS | shard */
+} __attribute__((aligned(64))) HandleShard; /* a cache line each */
+
+struct HandleMap {
         FdBudget *budget;
+        HandleShard shards[HANDLE_MAP_SHARDS];
 };
 
 int handle_map_new(HandleMap **ret, FdBudget *budget) {
-        HandleMap *m = calloc(1, sizeof *m);
+        /* aligned_alloc: the shards' alignment is part of their type. */
+        HandleMap *m = aligned_alloc(_Alignof(HandleMap), sizeof(HandleMap));
 
         if (!m)
                 return -ENOMEM;
-        pthread_mutex_init(&m->lock, NULL);
-        m->by_fh = g_hash_table_new(g_int64_hash, g_int64_equal);
-        m->next_fh = 1;
+        memset(m, 0, sizeof *m);
         m->budget = budget;
+        for (unsigned k = 0; k < HANDLE_MAP_SHARDS; k++) {
+                HandleShard *s = &m->shards[k];
+                pthread_mutex_init(&s->lock, NULL);
+                s->by_fh = g_hash_table_new(g_int64_hash, g_int64_equal);
+                s->next_seq = 1; /* fh 0 is never issued */
+        }
         *ret = m;
         return 0;
 }
@@ -42,16 +52,23 @@ static void handle_destroy(Handle *h) {
 HandleMap *handle_map_free(HandleMap *m) {
         if (!m)
                 return NULL;
-        if (m->by_fh) {
-                handle_map_clear(m);
-                g_hash_table_destroy(m->by_fh);
+        handle_map_clear(m);
+        for (unsigned k = 0; k < HANDLE_MAP_SHARDS; k++) {
+                g_hash_table_destroy(m->shards[k].by_fh);
+                pthread_mutex_destroy(&m->shards[k].lock);
         }
-        pthread_mutex_destroy(&m->lock);
         free(m);
         return NULL;
 }
 
+/* Any fh a guest sends picks a shard; one never issued is simply not found there. */
+static HandleShard *fh_shard(HandleMap *m, uint64_t fh) {
+        return &m->shards[fh & (HANDLE_MAP_SHARDS - 1)];
+}
+
 int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint64_t *ret_fh) {
+        unsigned idx = inode->nodeid & (HANDLE_MAP_SHARDS - 1);
+        HandleShard *s = &m->shards[idx];
         Handle *h = calloc(1, sizeof *h);
 
         if (!h) {
@@ -66,16 +83,16 @@ int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint
         h->dir = dir;
         h->refs = 1;
         pthread_mutex_init(&h->dir_lock, NULL);
-        pthread_mutex_lock(&m->lock);
-        h->fh = m->next_fh++;
-        g_hash_table_insert(m->by_fh, &h->fh, h);
-        pthread_mutex_unlock(&m->lock);
+        pthread_mutex_lock(&s->lock);
+        h->fh = s->next_seq++ << HANDLE_MAP_SHARD_BITS | idx;
+        g_hash_table_insert(s->by_fh, &h->fh, h);
+        pthread_mutex_unlock(&s->lock);
         *ret_fh = h->fh;
         return 0;
 }
 
-static Handle *find_locked(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir) {
-        Handle *h = g_hash_table_lookup(m->by_fh, &fh);
+static Handle *find_locked(HandleShard *s, uint64_t fh, uint64_t nodeid, int want_dir) {
+        Handle *h = g_hash_table_lookup(s->by_fh, &fh);
         if (!h || h->inode->nodeid != nodeid)
                 return NULL;
         if (want_dir >= 0 && h->dir != !!want_dir)
@@ -84,13 +101,14 @@ static Handle *find_locked(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_
 }
 
 int handle_map_get(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir, Handle **ret) {
+        HandleShard *s = fh_shard(m, fh);
         Handle *h;
 
-        pthread_mutex_lock(&m->lock);
-        h = find_locked(m, fh, nodeid, want_dir);
-        if (h)
-                h->refs++;
-        pthread_mutex_unlock(&m->lock);
+        pthread_mutex_lock(&s->lock);
+        h = find_locked(s, fh, nodeid, want_dir);
+        if (h) /* relaxed: the table's reference keeps it alive while we hold the lock */
+                atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&s->lock);
         if (!h)
                 return -EBADF;
         *ret = h;
@@ -98,57 +116,53 @@ int handle_map_get(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir, Han
 }
 
 void handle_unref(Handle *h) {
-        HandleMap *m = h->map;
-        bool dead;
-
-        pthread_mutex_lock(&m->lock);
-        dead = --h->refs == 0;
-        pthread_mutex_unlock(&m->lock);
-        if (dead)
+        /* acq_rel: this thread's uses happen before the last one's close. */
+        if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1)
                 handle_destroy(h);
 }
 
 int handle_map_remove(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir) {
+        HandleShard *s = fh_shard(m, fh);
         Handle *h;
-        bool dead = false;
 
-        pthread_mutex_lock(&m->lock);
-        h = find_locked(m, fh, nodeid, want_dir);
-        if (h) {
-                g_hash_table_remove(m->by_fh, &fh);
-                dead = --h->refs == 0;
-        }
-        pthread_mutex_unlock(&m->lock);
+        pthread_mutex_lock(&s->lock);
+        h = find_locked(s, fh, nodeid, want_dir);
+        if (h)
+                g_hash_table_remove(s->by_fh, &fh);
+        pthread_mutex_unlock(&s->lock);
         if (!h)
                 return -EBADF;
-        if (dead)
-                handle_destroy(h);
+        handle_unref(h); /* the table's reference; closes now unless a request still uses it */
         return 0;
 }
 
 void handle_map_clear(HandleMap *m) {
+        g_autoptr(GPtrArray) gone = g_ptr_array_new();
         GHashTableIter it;
         gpointer k, v;
-        GPtrArray *dead = g_ptr_array_new();
 
-        pthread_mutex_lock(&m->lock);
-        g_hash_table_iter_init(&it, m->by_fh);
-        while (g_hash_table_iter_next(&it, &k, &v)) {
-                Handle *h = v;
-                g_hash_table_iter_remove(&it);
-                if (--h->refs == 0)
-                        g_ptr_array_add(dead, h);
+        for (unsigned n = 0; n < HANDLE_MAP_SHARDS; n++) {
+                HandleShard *s = &m->shards[n];
+                pthread_mutex_lock(&s->lock);
+                g_hash_table_iter_init(&it, s->by_fh);
+                while (g_hash_table_iter_next(&it, &k, &v)) {
+                        g_hash_table_iter_steal(&it);
+                        g_ptr_array_add(gone, v);
+                }
+                pthread_mutex_unlock(&s->lock);
         }
-        pthread_mutex_unlock(&m->lock);
-        for (guint j = 0; j < dead->len; j++)
-                handle_destroy(dead->pdata[j]);
-        g_ptr_array_free(dead, TRUE);
+        for (guint j = 0; j < gone->len; j++)
+                handle_unref(gone->pdata[j]);
 }
 
 unsigned handle_map_size(HandleMap *m) {
-        unsigned n;
-        pthread_mutex_lock(&m->lock);
-        n = g_hash_table_size(m->by_fh);
-        pthread_mutex_unlock(&m->lock);
+        unsigned n = 0;
+
+        for (unsigned k = 0; k < HANDLE_MAP_SHARDS; k++) {
+                HandleShard *s = &m->shards[k];
+                pthread_mutex_lock(&s->lock);
+                n += g_hash_table_size(s->by_fh);
+                pthread_mutex_unlock(&s->lock);
+        }
         return n;
 }

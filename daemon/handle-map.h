@@ -2,6 +2,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -11,6 +12,11 @@
 #include "inode-map.h"
 
 typedef struct HandleMap HandleMap;
+
+/* Split like the inode map, so queues do not share a lock: a handle lives in the shard its inode's
+ * nodeid picks, and its fh carries the shard in the low bits. */
+#define HANDLE_MAP_SHARD_BITS 6
+#define HANDLE_MAP_SHARDS (1u << HANDLE_MAP_SHARD_BITS)
 
 typedef struct Handle {
         HandleMap *map;
@@ -23,7 +29,9 @@ typedef struct Handle {
          * the entries read ahead in stream. Only READDIR(PLUS) takes it. */
         pthread_mutex_t dir_lock;
         DirStream stream; /* directory handles; under dir_lock */
-        uint64_t refs;    /* in-flight users + 1 while in the map; under the map lock */
+        /* In-flight users + 1 while in the map. Atomic: only finding a handle by fh takes the shard
+         * lock, dropping it takes none. */
+        _Atomic uint64_t refs;
 } Handle;
 
 int handle_map_new(HandleMap **ret, FdBudget *budget);

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
+#include <string.h>
 /* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
 #include "util.h"
 #include <glib.h>
@@ -10,26 +12,46 @@
 #include <sys/sysmacros.h>
 
 
-struct InodeMap {
-        /* One mutex for both tables: a lookup must find-or-insert in both atomically, and every
-         * critical section is a few hash operations (no syscalls, fds are closed after unlocking),
-         * so contention stays low and a rwlock would buy nothing since gets bump counters. */
+typedef struct InodeShard {
+        /* Guards both tables of the shard and nlookup/linked of the inodes in it. A lookup must
+         * find-or-insert in both tables atomically, which is why one inode's nodeid and key entries
+         * share a shard. Critical sections are a few hash operations: no system calls (fds are
+         * closed after unlocking). */
         pthread_mutex_t lock;
-        GHashTable *by_id;  /* uint64_t* nodeid -> Inode* */
+        GHashTable *by_id;  /* uint64_t* nodeid -> Inode* (the root is not here) */
         GHashTable *by_key; /* InodeKey* -> Inode* */
-        uint64_t next_id;
+        uint64_t next_seq;  /* the next nodeid is next_seq << INODE_MAP_SHARD_BITS | shard */
+} __attribute__((aligned(64))) InodeShard; /* a cache line each: queues do not bounce each other's */
+
+struct InodeMap {
         FdBudget *budget;
+        Inode *root; /* nodeid 1, set before requests run; lives as long as the map */
+        InodeShard shards[INODE_MAP_SHARDS];
 };
 
+static uint64_t key_mix(const InodeKey *k) {
+        /* Multiplicative hashing puts the entropy of consecutive inode numbers in the high bits,
+         * which pick the shard; the low bits feed the hash table inside it. */
+        return k->ino * 0x9E3779B97F4A7C15ULL ^ k->dev * 0xC2B2AE3D27D4EB4FULL ^ k->mnt_id * 0x165667B19E3779F9ULL;
+}
+
 static guint key_hash(gconstpointer p) {
-        const InodeKey *k = p;
-        uint64_t h = k->ino * 0x9E3779B97F4A7C15ULL ^ k->dev * 0xC2B2AE3D27D4EB4FULL ^ k->mnt_id;
+        uint64_t h = key_mix(p);
         return (guint) (h ^ (h >> 32));
 }
 
 static gboolean key_equal(gconstpointer a, gconstpointer b) {
         const InodeKey *x = a, *y = b;
         return x->dev == y->dev && x->ino == y->ino && x->mnt_id == y->mnt_id;
+}
+
+static unsigned key_shard(const InodeKey *k) {
+        return (unsigned) (key_mix(k) >> (64 - INODE_MAP_SHARD_BITS));
+}
+
+/* Any number a guest sends picks a shard; an unknown one is simply not found there. */
+static InodeShard *id_shard(InodeMap *m, uint64_t nodeid) {
+        return &m->shards[nodeid & (INODE_MAP_SHARDS - 1)];
 }
 
 InodeKey inode_key_from_statx(const struct statx *stx) {
@@ -41,15 +63,20 @@ InodeKey inode_key_from_statx(const struct statx *stx) {
 }
 
 int inode_map_new(InodeMap **ret, FdBudget *budget) {
-        InodeMap *m = calloc(1, sizeof *m);
+        /* aligned_alloc: the shards' alignment is part of their type. */
+        InodeMap *m = aligned_alloc(_Alignof(InodeMap), sizeof(InodeMap));
 
         if (!m)
                 return -ENOMEM;
-        pthread_mutex_init(&m->lock, NULL);
-        m->by_id = g_hash_table_new(g_int64_hash, g_int64_equal);
-        m->by_key = g_hash_table_new(key_hash, key_equal);
-        m->next_id = 2; /* 0 is "no node", 1 is the root */
+        memset(m, 0, sizeof *m);
         m->budget = budget;
+        for (unsigned k = 0; k < INODE_MAP_SHARDS; k++) {
+                InodeShard *s = &m->shards[k];
+                pthread_mutex_init(&s->lock, NULL);
+                s->by_id = g_hash_table_new(g_int64_hash, g_int64_equal);
+                s->by_key = g_hash_table_new(key_hash, key_equal);
+                s->next_seq = 1; /* so no nodeid is 0 or 1 (the root) */
+        }
         *ret = m;
         return 0;
 }
@@ -71,13 +98,12 @@ static void inode_destroy(Inode *i) {
         free(i);
 }
 
-/* Under the lock: takes the inode out of both tables. */
-static void unlink_locked(InodeMap *m, Inode *i) {
-        if (!i->linked)
-                return;
-        g_hash_table_remove(m->by_id, &i->nodeid);
-        if (g_hash_table_lookup(m->by_key, &i->key) == i)
-                g_hash_table_remove(m->by_key, &i->key);
+/* Under the shard lock: takes the inode out of both tables. The caller then drops the tables'
+ * reference, after unlocking. */
+static void unlink_locked(InodeShard *s, Inode *i) {
+        g_hash_table_remove(s->by_id, &i->nodeid);
+        if (g_hash_table_lookup(s->by_key, &i->key) == i)
+                g_hash_table_remove(s->by_key, &i->key);
         i->linked = false;
 }
 
@@ -88,15 +114,17 @@ InodeMap *inode_map_free(InodeMap *m) {
         if (!m)
                 return NULL;
         /* By now no request runs: every remaining inode goes, whatever its counts. */
-        if (m->by_id) {
-                g_hash_table_iter_init(&it, m->by_id);
+        for (unsigned n = 0; n < INODE_MAP_SHARDS; n++) {
+                InodeShard *s = &m->shards[n];
+                g_hash_table_iter_init(&it, s->by_id);
                 while (g_hash_table_iter_next(&it, &k, &v))
                         inode_destroy(v);
-                g_hash_table_destroy(m->by_id);
+                g_hash_table_destroy(s->by_id);
+                g_hash_table_destroy(s->by_key);
+                pthread_mutex_destroy(&s->lock);
         }
-        if (m->by_key)
-                g_hash_table_destroy(m->by_key);
-        pthread_mutex_destroy(&m->lock);
+        if (m->root)
+                inode_destroy(m->root);
         free(m);
         return NULL;
 }
@@ -109,13 +137,17 @@ static Inode *inode_alloc(InodeMap *m, int fd, const struct statx *stx) {
         i->fd = fd;
         i->key = inode_key_from_statx(stx);
         i->type = stx->stx_mode & S_IFMT;
+        i->shard = key_shard(&i->key);
         pthread_mutex_init(&i->plock_mutex, NULL);
         return i;
 }
 
 int inode_map_set_root(InodeMap *m, int fd, const struct statx *stx) {
+        InodeShard *s;
         Inode *i;
 
+        if (m->root)
+                return -EEXIST;
         if (!fd_budget_take(m->budget))
                 return -ENFILE;
         i = inode_alloc(m, fd, stx);
@@ -123,45 +155,46 @@ int inode_map_set_root(InodeMap *m, int fd, const struct statx *stx) {
                 fd_budget_release(m->budget);
                 return -ENOMEM;
         }
-        i->nodeid = 1;
+        i->nodeid = FUSE_ROOT_ID;
         i->nlookup = 1;
         i->pinned = true;
         i->linked = true;
-        pthread_mutex_lock(&m->lock);
-        g_hash_table_insert(m->by_id, &i->nodeid, i);
-        g_hash_table_insert(m->by_key, &i->key, i);
-        pthread_mutex_unlock(&m->lock);
+        i->refs = 1; /* the map's, dropped only by inode_map_free() */
+        /* Found by key like any inode (a lookup of ".." that lands on it), by number through
+         * m->root, which needs no lock since it never changes while requests run. */
+        s = &m->shards[i->shard];
+        pthread_mutex_lock(&s->lock);
+        g_hash_table_insert(s->by_key, &i->key, i);
+        pthread_mutex_unlock(&s->lock);
+        m->root = i;
         return 0;
 }
 
 Inode *inode_map_get(InodeMap *m, uint64_t nodeid) {
+        InodeShard *s;
         Inode *i;
 
-        pthread_mutex_lock(&m->lock);
-        i = g_hash_table_lookup(m->by_id, &nodeid);
+        if (nodeid == FUSE_ROOT_ID)
+                return m->root ? inode_ref(m->root) : NULL;
+        s = id_shard(m, nodeid);
+        pthread_mutex_lock(&s->lock);
+        i = g_hash_table_lookup(s->by_id, &nodeid);
         if (i)
-                i->refs++;
-        pthread_mutex_unlock(&m->lock);
+                inode_ref(i); /* safe: the table's reference keeps it alive while we hold the lock */
+        pthread_mutex_unlock(&s->lock);
         return i;
 }
 
 Inode *inode_ref(Inode *i) {
-        pthread_mutex_lock(&i->map->lock);
-        i->refs++;
-        pthread_mutex_unlock(&i->map->lock);
+        /* Relaxed: the caller already holds a reference or the shard lock, which order it. */
+        atomic_fetch_add_explicit(&i->refs, 1, memory_order_relaxed);
         return i;
 }
 
 void inode_unref(Inode *i) {
-        InodeMap *m = i->map;
-        bool dead;
-
-        pthread_mutex_lock(&m->lock);
-        i->refs--;
-        dead = i->refs == 0 && !i->linked;
-        pthread_mutex_unlock(&m->lock);
-        if (dead)
-                inode_destroy(i); /* closes outside the lock */
+        /* acq_rel: this thread's uses happen before the last one's free. */
+        if (atomic_fetch_sub_explicit(&i->refs, 1, memory_order_acq_rel) == 1)
+                inode_destroy(i); /* closes outside any lock */
 }
 
 static void nlookup_inc(Inode *i) {
@@ -171,22 +204,24 @@ static void nlookup_inc(Inode *i) {
 
 Inode *inode_map_find_lookup(InodeMap *m, const struct statx *stx) {
         InodeKey key = inode_key_from_statx(stx);
+        InodeShard *s = &m->shards[key_shard(&key)];
         Inode *i;
 
-        pthread_mutex_lock(&m->lock);
-        i = g_hash_table_lookup(m->by_key, &key);
+        pthread_mutex_lock(&s->lock);
+        i = g_hash_table_lookup(s->by_key, &key);
         if (i && i->type == (stx->stx_mode & S_IFMT)) {
                 nlookup_inc(i);
-                i->refs++;
+                inode_ref(i);
         } else
                 i = NULL;
-        pthread_mutex_unlock(&m->lock);
+        pthread_mutex_unlock(&s->lock);
         return i;
 }
 
 int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **ret) {
-        InodeKey key = inode_key_from_statx(stx);
-        Inode *i, *n = NULL;
+        Inode *i, *n;
+        InodeShard *s;
+        unsigned idx;
 
         /* Allocate before taking the lock; thrown away if the inode is already known. */
         n = inode_alloc(m, fd, stx);
@@ -195,27 +230,29 @@ int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **r
                 fd_budget_release(m->budget);
                 return -ENOMEM;
         }
-        pthread_mutex_lock(&m->lock);
-        i = g_hash_table_lookup(m->by_key, &key);
+        idx = n->shard;
+        s = &m->shards[idx];
+        pthread_mutex_lock(&s->lock);
+        i = g_hash_table_lookup(s->by_key, &n->key);
         if (i && (i->type != n->type)) {
                 /* Same (dev, ino) but another type: the old node's file is gone and the number was
                  * recycled while we held no pin on it. The new file gets its own node. */
-                g_hash_table_remove(m->by_key, &i->key);
+                g_hash_table_remove(s->by_key, &i->key);
                 i = NULL;
         }
         if (i) {
                 nlookup_inc(i);
-                i->refs++;
+                inode_ref(i);
         } else {
                 i = TAKE_PTR(n);
-                i->nodeid = m->next_id++;
+                i->nodeid = s->next_seq++ << INODE_MAP_SHARD_BITS | idx;
                 i->nlookup = 1;
-                i->refs = 1;
+                i->refs = 2; /* the tables' and the caller's */
                 i->linked = true;
-                g_hash_table_insert(m->by_id, &i->nodeid, i);
-                g_hash_table_insert(m->by_key, &i->key, i);
+                g_hash_table_insert(s->by_id, &i->nodeid, i);
+                g_hash_table_insert(s->by_key, &i->key, i);
         }
-        pthread_mutex_unlock(&m->lock);
+        pthread_mutex_unlock(&s->lock);
         if (n) {
                 pthread_mutex_destroy(&n->plock_mutex);
                 free(n);
@@ -227,58 +264,65 @@ int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **r
 }
 
 void inode_map_lookup_again(Inode *i) {
-        pthread_mutex_lock(&i->map->lock);
+        InodeShard *s = &i->map->shards[i->shard];
+
+        pthread_mutex_lock(&s->lock);
         nlookup_inc(i);
-        pthread_mutex_unlock(&i->map->lock);
+        pthread_mutex_unlock(&s->lock);
 }
 
 void inode_map_forget(InodeMap *m, uint64_t nodeid, uint64_t n) {
+        InodeShard *s = id_shard(m, nodeid);
+        bool drop = false;
         Inode *i;
-        bool dead = false;
 
-        pthread_mutex_lock(&m->lock);
-        i = g_hash_table_lookup(m->by_id, &nodeid);
-        if (i && !i->pinned) {
+        /* The root is not in by_id: forgetting it is a no-op, as FUSE wants. */
+        pthread_mutex_lock(&s->lock);
+        i = g_hash_table_lookup(s->by_id, &nodeid);
+        if (i) {
                 i->nlookup = n >= i->nlookup ? 0 : i->nlookup - n;
                 if (i->nlookup == 0) {
-                        unlink_locked(m, i);
-                        dead = i->refs == 0;
+                        unlink_locked(s, i);
+                        drop = true;
                 }
         }
-        pthread_mutex_unlock(&m->lock);
-        if (dead)
-                inode_destroy(i);
+        pthread_mutex_unlock(&s->lock);
+        if (drop)
+                inode_unref(i); /* the tables' reference; freed now unless a request uses it */
 }
 
 void inode_map_clear(InodeMap *m) {
+        g_autoptr(GPtrArray) gone = g_ptr_array_new();
         GHashTableIter it;
         gpointer k, v;
-        GPtrArray *dead = g_ptr_array_new();
 
-        pthread_mutex_lock(&m->lock);
-        g_hash_table_iter_init(&it, m->by_id);
-        while (g_hash_table_iter_next(&it, &k, &v)) {
-                Inode *i = v;
-                if (i->pinned)
-                        continue;
-                if (g_hash_table_lookup(m->by_key, &i->key) == i)
-                        g_hash_table_remove(m->by_key, &i->key);
-                g_hash_table_iter_remove(&it);
-                i->linked = false;
-                i->nlookup = 0;
-                if (i->refs == 0)
-                        g_ptr_array_add(dead, i);
+        for (unsigned n = 0; n < INODE_MAP_SHARDS; n++) {
+                InodeShard *s = &m->shards[n];
+                pthread_mutex_lock(&s->lock);
+                g_hash_table_iter_init(&it, s->by_id);
+                while (g_hash_table_iter_next(&it, &k, &v)) {
+                        Inode *i = v;
+                        if (g_hash_table_lookup(s->by_key, &i->key) == i)
+                                g_hash_table_remove(s->by_key, &i->key);
+                        g_hash_table_iter_remove(&it);
+                        i->linked = false;
+                        i->nlookup = 0;
+                        g_ptr_array_add(gone, i);
+                }
+                pthread_mutex_unlock(&s->lock);
         }
-        pthread_mutex_unlock(&m->lock);
-        for (guint j = 0; j < dead->len; j++)
-                inode_destroy(dead->pdata[j]);
-        g_ptr_array_free(dead, TRUE);
+        for (guint j = 0; j < gone->len; j++)
+                inode_unref(gone->pdata[j]);
 }
 
 unsigned inode_map_size(InodeMap *m) {
-        unsigned n;
-        pthread_mutex_lock(&m->lock);
-        n = g_hash_table_size(m->by_id);
-        pthread_mutex_unlock(&m->lock);
+        unsigned n = m->root ? 1 : 0;
+
+        for (unsigned k = 0; k < INODE_MAP_SHARDS; k++) {
+                InodeShard *s = &m->shards[k];
+                pthread_mutex_lock(&s->lock);
+                n += g_hash_table_size(s->by_id);
+                pthread_mutex_unlock(&s->lock);
+        }
         return n;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -10,6 +11,13 @@
 #include "fd-budget.h"
 
 typedef struct InodeMap InodeMap;
+
+/* The map is split into shards, each with its own lock, so that request queues working on
+ * different inodes never wait for one another. An inode lives in the shard its (dev, ino, mount)
+ * hash picks, and its nodeid carries that shard in the low bits: both the nodeid table (every
+ * request) and the key table (lookups) of one inode are under one lock. */
+#define INODE_MAP_SHARD_BITS 6
+#define INODE_MAP_SHARDS (1u << INODE_MAP_SHARD_BITS)
 
 /* What makes two O_PATH handles the same inode: hard links share one node. */
 typedef struct InodeKey {
@@ -24,11 +32,15 @@ typedef struct Inode {
         int fd;           /* O_PATH|O_NOFOLLOW handle, owned */
         InodeKey key;
         mode_t type;      /* S_IFMT bits, fixed for the inode's life */
-        /* Both counts are protected by the map lock. */
+        unsigned shard;   /* index of the shard that holds it */
+        /* Under the shard's lock: */
         uint64_t nlookup; /* guest references (LOOKUP/CREATE/... minus FORGET), saturating */
-        uint64_t refs;    /* in-flight users; the inode is freed when both reach 0 */
         bool linked;      /* reachable through the map (by nodeid and key) */
         bool pinned;      /* the root: never forgotten */
+        /* In-flight users, plus one while linked; freed at 0. Atomic: only finding an inode by
+         * number or key needs the shard lock (the table's reference keeps it alive meanwhile), so
+         * dropping a reference, the other half of every request, takes no lock. */
+        _Atomic uint64_t refs;
 
         /* POSIX locks: one OFD per guest lock owner, so owners conflict and one owner's locks
          * merge as the kernel expects. plock_mutex guards the table (lock owner -> fd); it is held

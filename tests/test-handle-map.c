@@ -2,6 +2,8 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,6 +50,10 @@ START_TEST(test_handles) {
         ck_assert_int_eq(handle_map_add(hm, root, open_fd("/", O_RDONLY | O_DIRECTORY), O_RDONLY, true, &d1), 0);
         ck_assert_uint_ne(f1, f2);
         ck_assert_uint_ne(f2, d1);
+        /* an fh lives in the shard of its inode's nodeid, and is never 0 */
+        ck_assert_uint_eq(f1 & (HANDLE_MAP_SHARDS - 1), file->nodeid & (HANDLE_MAP_SHARDS - 1));
+        ck_assert_uint_eq(d1 & (HANDLE_MAP_SHARDS - 1), root->nodeid & (HANDLE_MAP_SHARDS - 1));
+        ck_assert_uint_ge(f1, HANDLE_MAP_SHARDS);
         ck_assert_uint_eq(handle_map_size(hm), 3);
 
         ck_assert_int_eq(handle_map_get(hm, f1, file->nodeid, 0, &h), 0);
@@ -82,6 +88,86 @@ START_TEST(test_handles) {
 }
 END_TEST
 
+/* Queues open, use and release handles of the same files at once. A slot holds an fh; whoever
+ * swaps it out releases it, everyone else may use it meanwhile and must get it or -EBADF, never
+ * another handle. At the end every fd and inode reference is back. */
+#define RACE_THREADS 4
+#define RACE_SLOTS 16
+#define RACE_ROUNDS 4000
+
+static _Atomic uint64_t slots[RACE_SLOTS];
+static Inode *race_inodes[2];
+
+typedef struct RaceThread {
+        pthread_t thread;
+        unsigned seed;
+        unsigned adds, hits, misses;
+} RaceThread;
+
+static void *race_main(void *arg) {
+        RaceThread *t = arg;
+
+        for (unsigned r = 0; r < RACE_ROUNDS; r++) {
+                unsigned k = rand_r(&t->seed) % RACE_SLOTS;
+                Inode *in = race_inodes[k % 2]; /* a slot always holds handles of one inode */
+                uint64_t fh = atomic_load(&slots[k]);
+                Handle *h;
+
+                if (fh == 0) {
+                        uint64_t expected = 0;
+                        ck_assert_int_eq(handle_map_add(hm, in, open_fd("/proc/self/exe", O_RDONLY), O_RDONLY, false, &fh), 0);
+                        t->adds++;
+                        if (!atomic_compare_exchange_strong(&slots[k], &expected, fh))
+                                ck_assert_int_eq(handle_map_remove(hm, fh, in->nodeid, 0), 0);
+                } else if (rand_r(&t->seed) % 3 == 0) {
+                        fh = atomic_exchange(&slots[k], 0);
+                        if (fh != 0)
+                                ck_assert_int_eq(handle_map_remove(hm, fh, in->nodeid, 0), 0);
+                } else if (handle_map_get(hm, fh, in->nodeid, 0, &h) == 0) {
+                        ck_assert_uint_eq(h->fh, fh);
+                        ck_assert_ptr_eq(h->inode, in);
+                        ck_assert_int_ge(fcntl(h->fd, F_GETFD), 0); /* not closed under us */
+                        handle_unref(h);
+                        t->hits++;
+                } else
+                        t->misses++; /* released between our load and the get */
+        }
+        return NULL;
+}
+
+START_TEST(test_concurrent) {
+        RaceThread t[RACE_THREADS] = {};
+        unsigned hits = 0;
+
+        budget.max = 1000;
+        ck_assert_int_eq(inode_map_new(&im, &budget), 0);
+        ck_assert_int_eq(handle_map_new(&hm, &budget), 0);
+        race_inodes[0] = add_inode("/proc/self/exe");
+        race_inodes[1] = add_inode("/");
+        for (unsigned k = 0; k < RACE_THREADS; k++) {
+                t[k].seed = k + 1;
+                ck_assert_int_eq(pthread_create(&t[k].thread, NULL, race_main, &t[k]), 0);
+        }
+        for (unsigned k = 0; k < RACE_THREADS; k++) {
+                ck_assert_int_eq(pthread_join(t[k].thread, NULL), 0);
+                hits += t[k].hits;
+        }
+        ck_assert_uint_gt(hits, 0);
+        for (unsigned k = 0; k < RACE_SLOTS; k++) {
+                uint64_t fh = atomic_exchange(&slots[k], 0);
+                if (fh)
+                        ck_assert_int_eq(handle_map_remove(hm, fh, race_inodes[k % 2]->nodeid, 0), 0);
+        }
+        ck_assert_uint_eq(handle_map_size(hm), 0);
+        ck_assert_uint_eq(budget.used, 2); /* the two inodes */
+        inode_unref(race_inodes[0]);
+        inode_unref(race_inodes[1]);
+        hm = handle_map_free(hm);
+        im = inode_map_free(im);
+        ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("handle-map");
         TCase *tc = tcase_create("core");
@@ -89,6 +175,8 @@ int main(void) {
         int failed;
 
         tcase_add_test(tc, test_handles);
+        tcase_add_test(tc, test_concurrent);
+        tcase_set_timeout(tc, 60); /* the race test under TSan */
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

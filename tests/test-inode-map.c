@@ -2,6 +2,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -177,6 +178,130 @@ START_TEST(test_saturation) {
 }
 END_TEST
 
+/* The nodeid names the shard of the inode's key: nodeids spread over the shards, and a number that
+ * was never issued is unknown whichever shard it points at. */
+START_TEST(test_shards) {
+        bool used[INODE_MAP_SHARDS] = { false };
+        unsigned n_used = 0;
+        Inode *in[200];
+        char name[32];
+
+        budget.max = 1000;
+        for (unsigned k = 0; k < 200; k++) {
+                snprintf(name, sizeof name, "s%u", k);
+                touch(name);
+                in[k] = look(name);
+                ck_assert_uint_ge(in[k]->nodeid, INODE_MAP_SHARDS); /* never 0 or the root's 1 */
+                ck_assert_uint_eq(in[k]->nodeid & (INODE_MAP_SHARDS - 1), in[k]->shard);
+                if (!used[in[k]->shard]) {
+                        used[in[k]->shard] = true;
+                        n_used++;
+                }
+        }
+        /* 200 consecutive inode numbers over 64 shards leave only a few empty; a hash that put
+         * them all in a handful of shards would serialise the queues again. */
+        ck_assert_uint_ge(n_used, INODE_MAP_SHARDS / 2);
+        for (unsigned k = 0; k < 200; k++) {
+                uint64_t id = in[k]->nodeid;
+                Inode *g = inode_map_get(map, id);
+                ck_assert_ptr_eq(g, in[k]);
+                inode_unref(g);
+                /* the same sequence number in another shard, and a later one in the same shard */
+                uint64_t other = (id & ~(uint64_t) (INODE_MAP_SHARDS - 1)) | ((id + 1) & (INODE_MAP_SHARDS - 1));
+                Inode *o = inode_map_get(map, other);
+                ck_assert(o == NULL || o->nodeid == other);
+                if (o)
+                        inode_unref(o);
+                ck_assert_ptr_null(inode_map_get(map, id + ((uint64_t) 1000 << INODE_MAP_SHARD_BITS)));
+        }
+        ck_assert_uint_eq(inode_map_size(map), 201);
+        for (unsigned k = 0; k < 200; k++) {
+                inode_map_forget(map, in[k]->nodeid, 1);
+                inode_unref(in[k]);
+        }
+        ck_assert_uint_eq(inode_map_size(map), 1);
+        ck_assert_uint_eq(budget.used, 1);
+}
+END_TEST
+
+/* Request queues race on the same inodes: lookups (by key, with and without an fd), gets by
+ * nodeid, unrefs and forgets from several threads. Each thread forgets exactly what it looked
+ * up; at the end the map must be back to the root alone with every fd returned. A reference
+ * counted wrongly shows as a leak here, or as a use after free under ASan/TSan (both run this). */
+#define RACE_THREADS 4
+#define RACE_HOT 4    /* files all threads keep finding each other's nodes on */
+#define RACE_FILES 132 /* the rest: ~2 per shard, so nodes come and go next to ones in use */
+#define RACE_ROUNDS 3000
+
+typedef struct RaceThread {
+        pthread_t thread;
+        unsigned seed;
+        unsigned lookups, found_fast, gets;
+} RaceThread;
+
+static void *race_main(void *arg) {
+        RaceThread *t = arg;
+
+        for (unsigned r = 0; r < RACE_ROUNDS; r++) {
+                char name[32], path[256];
+                struct statx stx;
+                Inode *i;
+                unsigned k = rand_r(&t->seed) % 2 ? rand_r(&t->seed) % RACE_HOT : rand_r(&t->seed) % RACE_FILES;
+
+                snprintf(name, sizeof name, "race%u", k);
+                snprintf(path, sizeof path, "%s/%s", dir, name);
+                ck_assert_int_eq(statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &stx), 0);
+                i = inode_map_find_lookup(map, &stx);
+                if (i)
+                        t->found_fast++;
+                else
+                        i = look(name);
+                t->lookups++;
+                /* Gets by number while others forget it: our own count keeps it linked. */
+                for (unsigned g = rand_r(&t->seed) % 3; g > 0; g--) {
+                        Inode *again = inode_map_get(map, i->nodeid);
+                        ck_assert_ptr_eq(again, i);
+                        inode_unref(again);
+                        t->gets++;
+                }
+                if (rand_r(&t->seed) % 4 == 0) {
+                        inode_map_lookup_again(i);
+                        inode_map_forget(map, i->nodeid, 1);
+                }
+                uint64_t id = i->nodeid;
+                inode_unref(i);
+                inode_map_forget(map, id, 1); /* ours only: the node lives on if others hold it */
+        }
+        return NULL;
+}
+
+START_TEST(test_concurrent) {
+        RaceThread t[RACE_THREADS] = {};
+        unsigned fast = 0;
+
+        budget.max = 1000;
+        for (unsigned k = 0; k < RACE_FILES; k++) {
+                char name[32];
+                snprintf(name, sizeof name, "race%u", k);
+                touch(name);
+        }
+        for (unsigned k = 0; k < RACE_THREADS; k++) {
+                t[k].seed = k + 1;
+                ck_assert_int_eq(pthread_create(&t[k].thread, NULL, race_main, &t[k]), 0);
+        }
+        for (unsigned k = 0; k < RACE_THREADS; k++) {
+                ck_assert_int_eq(pthread_join(t[k].thread, NULL), 0);
+                ck_assert_uint_eq(t[k].lookups, RACE_ROUNDS);
+                fast += t[k].found_fast;
+        }
+        ck_assert_uint_eq(inode_map_size(map), 1);
+        ck_assert_uint_eq(budget.used, 1);
+        /* Both paths ran: threads found nodes others held, and created nodes. */
+        ck_assert_uint_gt(fast, 0);
+        ck_assert_uint_lt(fast, RACE_THREADS * RACE_ROUNDS);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("inode-map");
         TCase *tc = tcase_create("core");
@@ -189,6 +314,9 @@ int main(void) {
         tcase_add_test(tc, test_hard_links);
         tcase_add_test(tc, test_find_lookup);
         tcase_add_test(tc, test_saturation);
+        tcase_add_test(tc, test_shards);
+        tcase_add_test(tc, test_concurrent);
+        tcase_set_timeout(tc, 60); /* the race test under TSan */
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
