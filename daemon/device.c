@@ -2,9 +2,9 @@
 #include "device.h"
 
 #include <linux/virtio_config.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 
@@ -338,6 +338,28 @@ static bool queue_busy_poll(Queue *q, unsigned poll_us) {
         }
 }
 
+/* The queue thread sleeps in epoll_wait() on its kick fd, edge-triggered, and its wake fd. Edge-
+ * triggered because the kick counter then never needs reading: each guest kick queues one wake-up
+ * and the ring itself says what there is to do. poll() + read() cost one system call more per
+ * wake-up, and at queue depth 1 every request is a wake-up. (The counter cannot overflow: that
+ * takes 2^64 kicks.) */
+enum { QUEUE_EVENT_KICK, QUEUE_EVENT_WAKE };
+
+static int queue_epoll_new(Queue *q) {
+        struct epoll_event kick = { .events = EPOLLIN | EPOLLET, .data.u32 = QUEUE_EVENT_KICK };
+        struct epoll_event wake = { .events = EPOLLIN, .data.u32 = QUEUE_EVENT_WAKE };
+        _cleanup_close_ int ep = epoll_create1(EPOLL_CLOEXEC);
+
+        if (ep < 0)
+                return -errno;
+        /* Fails for an fd that cannot be polled (a regular file as kick fd): refused at once,
+         * rather than a thread that would find it always readable. */
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, q->kick_fd, &kick) < 0 ||
+            epoll_ctl(ep, EPOLL_CTL_ADD, q->wake_fd, &wake) < 0)
+                return -errno;
+        return TAKE_FD(ep);
+}
+
 static void *queue_thread(void *userdata) {
         Queue *q = userdata;
         char name[16];
@@ -347,12 +369,10 @@ static void *queue_thread(void *userdata) {
 
         queue_process(q); /* requests may have been posted before the kick fd arrived */
         while (!atomic_load(&q->stopping)) {
-                struct pollfd p[2] = {
-                        { .fd = q->kick_fd, .events = POLLIN },
-                        { .fd = q->wake_fd, .events = POLLIN },
-                };
+                struct epoll_event ev[2];
                 eventfd_t v;
                 unsigned poll_us = atomic_load_explicit(&q->dev->poll_us, memory_order_relaxed);
+                int n;
 
                 /* --poll-us: look at the ring a while before sleeping, so a request that comes
                  * soon costs neither a guest kick nor our wake-up. The hiprio queue never polls. */
@@ -372,18 +392,16 @@ static void *queue_thread(void *userdata) {
                                 continue;
                         }
                 }
-                if (poll(p, 2, -1) < 0) {
+                n = epoll_wait(q->epoll_fd, ev, (int) ELEMENTSOF(ev), -1);
+                if (n < 0) {
                         if (errno == EINTR)
                                 continue;
-                        log_error_errno(errno, "Queue %u: poll failed: %m", q->index);
+                        log_error_errno(errno, "Queue %u: epoll_wait failed: %m", q->index);
                         break;
                 }
-                if (p[1].revents & POLLIN)
-                        (void) eventfd_read(q->wake_fd, &v);
-                if (p[0].revents & POLLIN)
-                        (void) eventfd_read(q->kick_fd, &v);
-                if (p[0].revents & (POLLERR | POLLNVAL))
-                        break;
+                for (int k = 0; k < n; k++)
+                        if (ev[k].data.u32 == QUEUE_EVENT_WAKE) /* level-triggered: drain it */
+                                (void) eventfd_read(q->wake_fd, &v);
                 queue_process(q);
         }
         return NULL;
@@ -397,6 +415,7 @@ static void queue_stop(Queue *q) {
         (void) eventfd_write(q->wake_fd, 1);
         pthread_join(q->thread, NULL);
         q->thread_running = false;
+        q->epoll_fd = safe_close(q->epoll_fd);
         /* Inline processing completes everything before the thread exits; requests handed to pool
          * workers or helpers finish on their own and are waited for here. A lock wait (SETLKW) may
          * never finish on its own (its holder may be in the stopped guest): after a grace period
@@ -453,9 +472,15 @@ static int queue_start(Queue *q) {
         if (!has_feature(d->features, VHOST_USER_F_PROTOCOL_FEATURES))
                 atomic_store(&q->enabled, true);
         atomic_store(&q->stopping, false);
-        r = -pthread_create(&q->thread, NULL, queue_thread, q);
+        r = queue_epoll_new(q);
         if (r < 0)
+                return log_warning_errno(r, "Queue %u: cannot wait on its kick fd: %m", q->index);
+        q->epoll_fd = r;
+        r = -pthread_create(&q->thread, NULL, queue_thread, q);
+        if (r < 0) {
+                q->epoll_fd = safe_close(q->epoll_fd);
                 return log_error_errno(r, "Failed to start thread for queue %u: %m", q->index);
+        }
         q->thread_running = true;
         log_debug("Queue %u started: size %u, next avail %u, used %u", q->index, q->vq.num, q->vq.last_avail,
                   q->vq.used_idx);
@@ -470,6 +495,7 @@ static void queue_init(Queue *q, Device *d, unsigned index) {
                 .kick_fd = -1,
                 .err_fd = -1,
                 .wake_fd = -1,
+                .epoll_fd = -1,
         };
         q->vq.index = index;
         pthread_mutex_init(&q->lock, NULL);

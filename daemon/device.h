@@ -50,6 +50,7 @@ typedef struct Queue {
         /* Owned by the main thread. */
         int kick_fd, err_fd;
         int wake_fd; /* eventfd: wakes the queue thread for enable/stop */
+        int epoll_fd; /* what the queue thread sleeps on: kick_fd and wake_fd; while it runs */
         pthread_t thread;
         bool thread_running;
         bool addr_set;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -398,6 +399,22 @@ static void restart_queue1(Ctx *x) {
                 (void) fe_vring_wait(vr, 300);
         }
         (void) fe_vu_ping(x->fe);
+}
+
+/* A kick fd that cannot be waited on (a memfd): refused, not a queue thread that finds it always
+ * readable or never; a proper kick fd afterwards works. */
+static void case_kick_fd_not_pollable(Ctx *x) {
+        _cleanup_close_ int fd = memfd_create("not-a-kick", MFD_CLOEXEC);
+        int r;
+
+        ck_assert_int_ge(fd, 0);
+        if (!stop_queue1(x))
+                return;
+        r = fe_vu_request(x->fe, FE_VU_SET_VRING_KICK, true, &(uint64_t) { 1 }, sizeof(uint64_t), &fd, 1, NULL, 0);
+        ck_assert_msg(r == -EBADE || fe_vu_closed(x->fe, 0), "[%s] a memfd as kick fd was accepted (%d)",
+                      current_case, r);
+        if (!fe_vu_closed(x->fe, 0))
+                restart_queue1(x);
 }
 
 static void vring_num(Ctx *x, unsigned num) {
@@ -1193,6 +1210,7 @@ static const Case cases[] = {
         { "vu-vring-addr-gpa-not-uaddr", K_VU, case_vring_addr_gpa_not_uaddr },
         { "vu-rem-mem-reg-under-running-ring", K_VU, case_rem_mem_reg_under_running_ring },
         { "vu-get-vring-base-never-started", K_VU, case_get_vring_base_never_started },
+        { "vu-kick-fd-not-pollable", K_VU, case_kick_fd_not_pollable },
         { "vu-fds-on-fdless-messages", K_VU, case_fds_on_fdless_messages },
         { "vu-protocol-features-unknown-bits", K_VU, case_protocol_features_unknown_bits },
         { "vu-features-not-offered", K_VU, case_features_not_offered },
