@@ -10,6 +10,7 @@
 
 #include "handle-map.h"
 #include "inode-map.h"
+#include "race.h"
 
 static FdBudget budget = { .max = 100 };
 static InodeMap *im;
@@ -91,18 +92,11 @@ END_TEST
 /* Queues open, use and release handles of the same files at once. A slot holds an fh; whoever
  * swaps it out releases it, everyone else may use it meanwhile and must get it or -EBADF, never
  * another handle. At the end every fd and inode reference is back. */
-#define RACE_THREADS 4
 #define RACE_SLOTS 16
 #define RACE_ROUNDS 4000
 
 static _Atomic uint64_t slots[RACE_SLOTS];
 static Inode *race_inodes[2];
-
-typedef struct RaceThread {
-        pthread_t thread;
-        unsigned seed;
-        unsigned adds, hits, misses;
-} RaceThread;
 
 static void *race_main(void *arg) {
         RaceThread *t = arg;
@@ -116,7 +110,6 @@ static void *race_main(void *arg) {
                 if (fh == 0) {
                         uint64_t expected = 0;
                         ck_assert_int_eq(handle_map_add(hm, in, open_fd("/proc/self/exe", O_RDONLY), O_RDONLY, false, &fh), 0);
-                        t->adds++;
                         if (!atomic_compare_exchange_strong(&slots[k], &expected, fh))
                                 ck_assert_int_eq(handle_map_remove(hm, fh, in->nodeid, 0), 0);
                 } else if (rand_r(&t->seed) % 3 == 0) {
@@ -128,31 +121,19 @@ static void *race_main(void *arg) {
                         ck_assert_ptr_eq(h->inode, in);
                         ck_assert_int_ge(fcntl(h->fd, F_GETFD), 0); /* not closed under us */
                         handle_unref(h);
-                        t->hits++;
-                } else
-                        t->misses++; /* released between our load and the get */
+                        t->seen++;
+                } /* else released between our load and the get */
         }
         return NULL;
 }
 
 START_TEST(test_concurrent) {
-        RaceThread t[RACE_THREADS] = {};
-        unsigned hits = 0;
-
         budget.max = 1000;
         ck_assert_int_eq(inode_map_new(&im, &budget), 0);
         ck_assert_int_eq(handle_map_new(&hm, &budget), 0);
         race_inodes[0] = add_inode("/proc/self/exe");
         race_inodes[1] = add_inode("/");
-        for (unsigned k = 0; k < RACE_THREADS; k++) {
-                t[k].seed = k + 1;
-                ck_assert_int_eq(pthread_create(&t[k].thread, NULL, race_main, &t[k]), 0);
-        }
-        for (unsigned k = 0; k < RACE_THREADS; k++) {
-                ck_assert_int_eq(pthread_join(t[k].thread, NULL), 0);
-                hits += t[k].hits;
-        }
-        ck_assert_uint_gt(hits, 0);
+        ck_assert_uint_gt(race_run(race_main), 0); /* handles were used while others released */
         for (unsigned k = 0; k < RACE_SLOTS; k++) {
                 uint64_t fh = atomic_exchange(&slots[k], 0);
                 if (fh)

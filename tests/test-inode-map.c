@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "inode-map.h"
+#include "race.h"
 
 static char dir[] = "/tmp/test-inode-map-XXXXXX";
 static FdBudget budget;
@@ -228,16 +229,9 @@ END_TEST
  * nodeid, unrefs and forgets from several threads. Each thread forgets exactly what it looked
  * up; at the end the map must be back to the root alone with every fd returned. A reference
  * counted wrongly shows as a leak here, or as a use after free under ASan/TSan (both run this). */
-#define RACE_THREADS 4
 #define RACE_HOT 4    /* files all threads keep finding each other's nodes on */
 #define RACE_FILES 132 /* the rest: ~2 per shard, so nodes come and go next to ones in use */
 #define RACE_ROUNDS 3000
-
-typedef struct RaceThread {
-        pthread_t thread;
-        unsigned seed;
-        unsigned lookups, found_fast, gets;
-} RaceThread;
 
 static void *race_main(void *arg) {
         RaceThread *t = arg;
@@ -253,16 +247,14 @@ static void *race_main(void *arg) {
                 ck_assert_int_eq(statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &stx), 0);
                 i = inode_map_find_lookup(map, &stx);
                 if (i)
-                        t->found_fast++;
+                        t->seen++; /* found a node another thread holds, without an fd */
                 else
                         i = look(name);
-                t->lookups++;
                 /* Gets by number while others forget it: our own count keeps it linked. */
                 for (unsigned g = rand_r(&t->seed) % 3; g > 0; g--) {
                         Inode *again = inode_map_get(map, i->nodeid);
                         ck_assert_ptr_eq(again, i);
                         inode_unref(again);
-                        t->gets++;
                 }
                 if (rand_r(&t->seed) % 4 == 0) {
                         inode_map_lookup_again(i);
@@ -276,8 +268,7 @@ static void *race_main(void *arg) {
 }
 
 START_TEST(test_concurrent) {
-        RaceThread t[RACE_THREADS] = {};
-        unsigned fast = 0;
+        unsigned fast;
 
         budget.max = 1000;
         for (unsigned k = 0; k < RACE_FILES; k++) {
@@ -285,15 +276,7 @@ START_TEST(test_concurrent) {
                 snprintf(name, sizeof name, "race%u", k);
                 touch(name);
         }
-        for (unsigned k = 0; k < RACE_THREADS; k++) {
-                t[k].seed = k + 1;
-                ck_assert_int_eq(pthread_create(&t[k].thread, NULL, race_main, &t[k]), 0);
-        }
-        for (unsigned k = 0; k < RACE_THREADS; k++) {
-                ck_assert_int_eq(pthread_join(t[k].thread, NULL), 0);
-                ck_assert_uint_eq(t[k].lookups, RACE_ROUNDS);
-                fast += t[k].found_fast;
-        }
+        fast = race_run(race_main);
         ck_assert_uint_eq(inode_map_size(map), 1);
         ck_assert_uint_eq(budget.used, 1);
         /* Both paths ran: threads found nodes others held, and created nodes. */
