@@ -185,6 +185,9 @@ static int on_listen_io(sd_event_source *s, int fd, uint32_t revents, void *user
                 return log_error_errno(errno, "accept() failed: %m");
         }
         (void) setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        /* And for replies: a frontend that stops reading must not block the main thread for good
+         * once both socket buffers are full (vhost_user_handle() then drops the connection). */
+        (void) setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
         r = sd_event_add_io(m->event, &m->conn_source, c, EPOLLIN, on_connection_io, m);
         if (r < 0)

@@ -1,7 +1,9 @@
 /* test-guest-memory.c: region mapping checks and bounds-checked translation. */
 #include <check.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "guest-memory.h"
 
@@ -109,6 +111,47 @@ START_TEST(test_slots_limit) {
 }
 END_TEST
 
+/* The frontend shrinks the file behind a region (a memfd without seals, a tmpfs or hugetlbfs file):
+ * our next access there must not kill us with SIGBUS. The page reads as zeros, stores go nowhere
+ * the guest sees, and the fault is counted for the device. Before the fix: the test process died
+ * of SIGBUS. */
+START_TEST(test_truncated_file_survived) {
+        _cleanup_close_ int fd = make_memfd(4 * 4096);
+        GuestRegion *g = NULL;
+        volatile uint8_t *p;
+        uint64_t before;
+
+        ck_assert_int_eq(guest_region_new(&g, fd, 0, 4 * 4096, 0x7f0000000000, 0), 0);
+        p = g->host;
+        p[0] = 1;
+        p[3 * 4096] = 2;
+        ck_assert_int_eq(ftruncate(fd, 4096), 0);
+        before = guest_memory_faults();
+        ck_assert_uint_eq(p[0], 1);         /* still in the file */
+        ck_assert_uint_eq(p[3 * 4096], 0);  /* gone: a zero page now */
+        p[3 * 4096 + 8] = 7;                /* and writable */
+        ck_assert_uint_eq(p[3 * 4096 + 8], 7);
+        ck_assert_uint_eq(guest_memory_faults(), before + 1);
+        guest_region_unref(g);
+}
+END_TEST
+
+/* A SIGBUS outside guest memory is not ours to hide: the process dies of it as it would have. */
+START_TEST(test_other_sigbus_still_fatal) {
+        _cleanup_close_ int fd = make_memfd(4096);
+        _cleanup_close_ int other = make_memfd(2 * 4096);
+        GuestRegion *g = NULL;
+        volatile uint8_t *q;
+
+        ck_assert_int_eq(guest_region_new(&g, fd, 0, 4096, 0x7f0000000000, 0), 0); /* handler installed */
+        q = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, other, 0);
+        ck_assert_ptr_ne((void *) q, MAP_FAILED);
+        ck_assert_int_eq(ftruncate(other, 0), 0);
+        (void) q[4096]; /* SIGBUS, not guest memory */
+        ck_abort_msg("a SIGBUS outside guest memory was swallowed");
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("guest-memory");
         TCase *tc = tcase_create("core");
@@ -118,6 +161,8 @@ int main(void) {
         tcase_add_test(tc, test_region_checks);
         tcase_add_test(tc, test_translate_two_regions);
         tcase_add_test(tc, test_slots_limit);
+        tcase_add_test(tc, test_truncated_file_survived);
+        tcase_add_test_raise_signal(tc, test_other_sigbus_still_fatal, SIGBUS);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

@@ -229,6 +229,35 @@ START_TEST(test_ring_outside_memory) {
 }
 END_TEST
 
+/* A remap that fails (the ring is not in the new table) leaves the ring on the mapping it had: a
+ * running queue holds that snapshot and must never be left with NULL or half-updated pointers.
+ * Before the fix vq_map() cleared them, and a later completion wrote through NULL. */
+START_TEST(test_failed_remap_keeps_mapping) {
+        VirtQueue before = vq;
+        GuestMemory *other, *m0;
+        GuestRegion *g;
+        int fd = memfd_create("vq-other", MFD_CLOEXEC);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ftruncate(fd, 4096), 0);
+        ck_assert_int_eq(guest_region_new(&g, fd, 0x100000, 4096, UADDR + 0x100000, 0), 0);
+        ck_assert_int_eq(guest_memory_new(&m0), 0);
+        ck_assert_int_eq(guest_memory_add(m0, g, &other), 0);
+        ck_assert_int_eq(vq_map(&vq, other), -EFAULT);
+        ck_assert_ptr_eq(vq.desc, before.desc);
+        ck_assert_ptr_eq(vq.avail, before.avail);
+        ck_assert_ptr_eq(vq.used, before.used);
+        /* Misaligned in a table where it fits: refused the same way. */
+        vq.used_qva = UADDR + USED_GPA + 2;
+        ck_assert_int_eq(vq_map(&vq, mem), -EFAULT);
+        ck_assert_ptr_eq(vq.used, before.used);
+        guest_memory_unref(other);
+        guest_memory_unref(m0);
+        guest_region_unref(g);
+        close(fd);
+}
+END_TEST
+
 START_TEST(test_event_idx) {
         vq.event_idx = true;
         set_desc(1, BUF_GPA, 8, 0, 0);
@@ -375,6 +404,7 @@ int main(void) {
         tcase_add_test(tc, test_bad_head_breaks_ring);
         tcase_add_test(tc, test_avail_jump_breaks_ring);
         tcase_add_test(tc, test_ring_outside_memory);
+        tcase_add_test(tc, test_failed_remap_keeps_mapping);
         tcase_add_test(tc, test_event_idx);
         tcase_add_test(tc, test_publish_then_notify);
         tcase_add_test(tc, test_no_interrupt_flag);

@@ -80,7 +80,7 @@ if [ -d build-fuzz ]; then
 else
         CC=clang meson setup build-fuzz "${fuzz_opts[@]}"
 fi
-meson compile -C build-fuzz tests/fuzz/fuzz-vhost-user tests/fuzz/fuzz-virtqueue tests/fuzz/fuzz-fuse
+meson compile -C build-fuzz tests/fuzz/fuzz-vhost-user tests/fuzz/fuzz-virtqueue tests/fuzz/fuzz-fuse tests/fuzz/fuzz-vhost-sequence
 run_suite build-fuzz "" --no-rebuild --suite fuzz
 
 echo

@@ -4,9 +4,13 @@
 #include <linux/virtio_config.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/vfs.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "chain.h"
 #include "log.h"
@@ -136,11 +140,20 @@ static void queue_complete(Queue *q, VqElem *e, uint32_t len, bool may_defer) {
         GuestMemory *mem;
 
         pthread_mutex_lock(&q->lock);
-        vq_push(&q->vq, e->head, len);
-        if (may_defer && ++q->unnotified < QUEUE_NOTIFY_EVERY)
-                vq_publish(&q->vq);
-        else
-                queue_notify_locked(q);
+        /* A broken queue's ring is not touched again (its memory may be gone, see
+         * device_publish_memory()): the reply is dropped, the guest resets the queue. */
+        if (!q->vq.broken) {
+                vq_push(&q->vq, e->head, len);
+                if (may_defer && ++q->unnotified < QUEUE_NOTIFY_EVERY)
+                        vq_publish(&q->vq);
+                else
+                        queue_notify_locked(q);
+        }
+        /* The queue thread found every element in flight and waits for this one (queue_process()). */
+        if (q->starved) {
+                q->starved = false;
+                (void) eventfd_write(q->wake_fd, 1);
+        }
         mem = e->mem;
         e->mem = NULL;
         e->next_free = q->free_elems;
@@ -233,19 +246,36 @@ static void queue_process(Queue *q) {
 
         for (;;) {
                 unsigned n = 0, pending = 0;
-                bool more;
+                bool more, starved = false;
 
                 if (!atomic_load(&q->enabled) || atomic_load(&q->stopping))
                         return;
 
                 pthread_mutex_lock(&q->lock);
+                /* Guest memory shrank under us (guest-memory.c survived the SIGBUS with zero
+                 * pages): what the ring says now is not what the guest wrote. */
+                if (guest_memory_faults() != q->faults_seen) {
+                        q->faults_seen = guest_memory_faults();
+                        queue_mark_broken_locked(q, "guest memory was truncated by the frontend");
+                }
                 vq_disable_notify(&q->vq);
                 while (n < QUEUE_BATCH) {
                         VqElem *e = queue_get_elem(q);
                         int r;
 
-                        if (!e)
+                        if (!e) {
+                                /* Every element is in flight (all num of them, or an allocation
+                                 * failed): popping more is impossible, and looking again at once
+                                 * would spin on this lock while the guest keeps entries posted. A
+                                 * completion wakes the thread (queue_complete()). With nothing in
+                                 * flight no completion will come: the queue cannot go on. */
+                                if (atomic_load_explicit(&q->inflight, memory_order_relaxed) == 0)
+                                        queue_mark_broken_locked(q, "no memory for a request element");
+                                else if (vq_pending(&q->vq) > 0)
+                                        starved = true;
+                                q->starved = starved;
                                 break;
+                        }
                         r = vq_pop(&q->vq, q->mem, e);
                         if (r == VQ_POP_EMPTY || r < 0) {
                                 e->next_free = q->free_elems;
@@ -283,6 +313,8 @@ static void queue_process(Queue *q) {
                         pthread_mutex_unlock(&q->lock);
                 }
 
+                if (starved)
+                        return; /* until a completion (or the guest's next kick) */
                 if (n == QUEUE_BATCH)
                         continue;
                 pthread_mutex_lock(&q->lock);
@@ -315,27 +347,46 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Watches the ring for up to poll_us with guest kicks suppressed; true if requests arrived. Leaves
- * kicks suppressed: the caller processes, or re-enables them (and re-checks) before sleeping. */
+/* Watches the ring for up to poll_us with guest kicks suppressed; true if requests arrived (or the
+ * memory table changed). Leaves kicks suppressed: the caller processes, or re-enables them (and
+ * re-checks) before sleeping. */
 static bool queue_busy_poll(Queue *q, unsigned poll_us) {
         uint64_t deadline = now_ns() + (uint64_t) poll_us * 1000;
-        unsigned spins = 0;
+        unsigned spins = 0, gen;
+        const struct vring_avail *avail;
+        uint16_t last_avail;
+        GuestMemory *mem;
+        bool found = false;
 
+        /* The ring is read without the lock below: through a snapshot this thread holds, so a
+         * memory-table change cannot unmap it meanwhile. A change ends the window (mem_gen): the
+         * caller then looks at the ring under the lock, mapped in the new table. */
         pthread_mutex_lock(&q->lock);
+        if (q->vq.broken || !q->vq.avail || q->starved) {
+                pthread_mutex_unlock(&q->lock);
+                return false;
+        }
         vq_suppress_notify(&q->vq);
+        mem = guest_memory_ref(q->mem);
+        avail = q->vq.avail;
+        last_avail = q->vq.last_avail; /* only this thread changes it */
+        gen = atomic_load_explicit(&q->mem_gen, memory_order_relaxed);
         pthread_mutex_unlock(&q->lock);
-        /* vq_pending() reads the guest's avail index and our last_avail, which only this thread
-         * changes: looking needs no lock. */
         for (;;) {
-                if (vq_pending(&q->vq) > 0)
-                        return true;
+                if ((uint16_t) (((volatile const struct vring_avail *) avail)->idx - last_avail) > 0 ||
+                    atomic_load_explicit(&q->mem_gen, memory_order_relaxed) != gen) {
+                        found = true;
+                        break;
+                }
                 if (atomic_load_explicit(&q->stopping, memory_order_relaxed) ||
                     !atomic_load_explicit(&q->enabled, memory_order_relaxed))
-                        return false;
+                        break;
                 cpu_relax();
                 if (++spins % 64 == 0 && now_ns() >= deadline)
-                        return false;
+                        break;
         }
+        guest_memory_unref(mem);
+        return found;
 }
 
 /* The queue thread sleeps in epoll_wait() on its kick fd, edge-triggered, and its wake fd. Edge-
@@ -384,7 +435,7 @@ static void *queue_thread(void *userdata) {
                                                       memory_order_relaxed);
                         else {
                                 pthread_mutex_lock(&q->lock);
-                                more = !q->vq.broken && vq_enable_notify(&q->vq);
+                                more = !q->vq.broken && !q->starved && vq_enable_notify(&q->vq);
                                 pthread_mutex_unlock(&q->lock);
                         }
                         if (more) {
@@ -461,9 +512,12 @@ static int queue_start(Queue *q) {
         q->vq.indirect = has_feature(d->features, VIRTIO_RING_F_INDIRECT_DESC);
         q->vq.broken = false;
         q->broken_logged = false;
+        q->faults_seen = guest_memory_faults();
         guest_memory_unref(q->mem);
         q->mem = guest_memory_ref(d->mem);
         r = vq_map(&q->vq, q->mem);
+        if (r < 0) /* no pointers into an earlier mapping survive a failed start */
+                q->vq.desc = NULL, q->vq.avail = NULL, q->vq.used = NULL;
         pthread_mutex_unlock(&q->lock);
         if (r < 0)
                 return log_warning_errno(r, "Queue %u: ring addresses are outside guest memory", q->index);
@@ -519,6 +573,7 @@ static void queue_reset(Queue *q) {
         queue_free_elems(q);
         q->vq = (VirtQueue) { .index = q->index };
         q->unnotified = 0;
+        q->starved = false;
         pthread_mutex_unlock(&q->lock);
         q->kick_fd = safe_close(q->kick_fd);
         q->err_fd = safe_close(q->err_fd);
@@ -595,21 +650,30 @@ int device_set_features(Device *d, uint64_t features) {
         return 0;
 }
 
-/* Publishes a new memory snapshot to the device and every queue (rings re-translated). */
+/* Publishes a new memory snapshot to the device and every queue (rings re-translated). A running
+ * ring that does not fit the new table keeps the snapshot it is mapped in (so nothing it points to
+ * is unmapped) and is marked broken: nothing reads or writes it again, completions included, until
+ * the frontend stops and restarts it. */
 static int device_publish_memory(Device *d, GuestMemory *m) {
         guest_memory_unref(d->mem);
         d->mem = m;
         for (unsigned i = 0; i < d->n_queues; i++) {
                 Queue *q = &d->queues[i];
-                GuestMemory *old;
+                GuestMemory *old = NULL;
 
                 if (!q->thread_running)
                         continue;
                 pthread_mutex_lock(&q->lock);
-                old = q->mem;
-                q->mem = guest_memory_ref(m);
-                if (vq_map(&q->vq, q->mem) < 0)
+                if (q->vq.broken)
+                        ; /* stays on what it holds */
+                else if (vq_map(&q->vq, m) < 0)
                         queue_mark_broken_locked(q, "ring no longer inside guest memory after a memory table change");
+                else {
+                        old = q->mem;
+                        q->mem = guest_memory_ref(m);
+                }
+                /* Ends a busy-poll window that reads the ring through the previous snapshot. */
+                atomic_fetch_add_explicit(&q->mem_gen, 1, memory_order_relaxed);
                 pthread_mutex_unlock(&q->lock);
                 guest_memory_unref(old);
         }
@@ -747,12 +811,42 @@ int device_set_vring_kick(Device *d, unsigned idx, int fd) {
         return queue_start(q);
 }
 
+/* The call fd is written with the queue lock held, by whichever thread completes a request: it must
+ * be an eventfd (a pipe or socket fills up), and non-blocking (a blocking eventfd whose counter is
+ * near its maximum blocks the writer). An eventfd is the only anonymous-inode fd that takes an
+ * 8-byte write of 0 (timerfd, signalfd, epoll and the others refuse writes); that write adds
+ * nothing, at most the guest sees one spurious interrupt. */
+static int check_call_fd(int fd) {
+        struct statfs sfs;
+        uint64_t zero = 0;
+        int flags;
+
+        if (fstatfs(fd, &sfs) < 0)
+                return -errno;
+        if (sfs.f_type != ANON_INODE_FS_MAGIC)
+                return -EBADF;
+        flags = fcntl(fd, F_GETFL);
+        if (flags < 0)
+                return -errno;
+        if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+                return -errno;
+        if (write(fd, &zero, sizeof zero) != (ssize_t) sizeof zero && errno != EAGAIN)
+                return -EBADF;
+        return 0;
+}
+
 int device_set_vring_call(Device *d, unsigned idx, int fd) {
         _cleanup_close_ int owned = fd;
         Queue *q = device_queue(d, idx);
+        int r;
 
         if (!q)
                 return -ERANGE;
+        if (fd >= 0) {
+                r = check_call_fd(fd);
+                if (r < 0)
+                        return log_warning_errno(r, "Queue %u: call fd is not an eventfd: %m", idx);
+        }
         /* Swapped under the queue lock: a worker notifying right now uses either the old fd (still
          * open) or the new one, never a closed or reused number. */
         pthread_mutex_lock(&q->lock);

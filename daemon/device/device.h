@@ -46,6 +46,11 @@ typedef struct Queue {
         VqElem *free_elems;   /* recycled elements; under lock */
         unsigned n_elems;     /* elements allocated (bounded by the ring size) */
         unsigned unnotified;  /* published without an interrupt yet (queue_complete()); under lock */
+        bool starved;         /* every element in flight, entries waiting: a completion wakes the
+                               * queue thread (wake_fd); under lock */
+        uint64_t faults_seen; /* guest_memory_faults() when last looked at; under lock */
+        _Atomic unsigned mem_gen; /* bumped (under lock) when the memory table changes: ends a
+                                   * busy-poll window reading the ring through an older snapshot */
 
         /* Owned by the main thread. */
         int kick_fd, err_fd;

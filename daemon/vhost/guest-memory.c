@@ -1,9 +1,107 @@
 /* guest-memory.c: memory-region snapshots and bounds-checked translation. */
 #include "guest-memory.h"
 
+#include <linux/magic.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+/* Surviving a frontend that truncates guest memory under us.
+ *
+ * Guest memory is a shared mapping of the frontend's file. A frontend that shrinks the file (a
+ * memfd without F_SEAL_SHRINK, or a file on tmpfs/hugetlbfs, which cannot be sealed) turns our next
+ * load or store there into SIGBUS. Sealing cannot be required (QEMU's file and hugetlbfs backends
+ * have no seals), so every mapping is registered here, and a SIGBUS inside one replaces the
+ * faulting page with a private zero page: the access is retried and reads zeros, the fault is
+ * counted (guest_memory_faults(); the device then stops its queues, see device.c). A SIGBUS
+ * anywhere else goes to the handler that was there before (or kills the process as it would have).
+ * System calls on such memory (preadv into a guest buffer) fail with EFAULT; they never signal.
+ * The table is written under a mutex and read by the handler without one (atomics only). */
+#define GUEST_MAPS_MAX 1024
+
+static struct {
+        _Atomic uintptr_t start; /* 0 = free slot */
+        _Atomic uintptr_t end;
+        _Atomic uintptr_t page; /* mapping granularity: the huge page size on hugetlbfs */
+} guest_maps[GUEST_MAPS_MAX];
+static pthread_mutex_t guest_maps_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t guest_faults;
+static struct sigaction sigbus_prev;
+static pthread_once_t sigbus_once = PTHREAD_ONCE_INIT;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+        uintptr_t a = (uintptr_t) si->si_addr;
+        int saved_errno = errno;
+
+        for (unsigned i = 0; i < GUEST_MAPS_MAX; i++) {
+                uintptr_t start = atomic_load_explicit(&guest_maps[i].start, memory_order_acquire), base, page;
+
+                if (start == 0 || a < start || a >= atomic_load_explicit(&guest_maps[i].end, memory_order_relaxed))
+                        continue;
+                page = atomic_load_explicit(&guest_maps[i].page, memory_order_relaxed);
+                base = a & ~(page - 1);
+                if (mmap((void *) base, page, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
+                    MAP_FAILED) {
+                        atomic_fetch_add_explicit(&guest_faults, 1, memory_order_relaxed);
+                        errno = saved_errno;
+                        return;
+                }
+                break;
+        }
+        /* Not guest memory: what would have happened without us. */
+        if (sigbus_prev.sa_handler == SIG_DFL || sigbus_prev.sa_handler == SIG_IGN) {
+                struct sigaction dfl = { .sa_handler = SIG_DFL };
+                (void) sigaction(SIGBUS, &dfl, NULL);
+                (void) raise(SIGBUS); /* blocked until we return; a fault faults again anyway */
+        } else if (sigbus_prev.sa_flags & SA_SIGINFO)
+                sigbus_prev.sa_sigaction(sig, si, uc);
+        else
+                sigbus_prev.sa_handler(sig);
+        errno = saved_errno;
+}
+
+static void sigbus_install(void) {
+        struct sigaction sa = { .sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK };
+
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGBUS, &sa, &sigbus_prev) < 0)
+                sigbus_prev = (struct sigaction) { .sa_handler = SIG_DFL };
+}
+
+static int guest_map_register(void *p, size_t len, size_t page) {
+        int r = -ENOSPC;
+
+        pthread_mutex_lock(&guest_maps_lock);
+        for (unsigned i = 0; i < GUEST_MAPS_MAX; i++)
+                if (atomic_load_explicit(&guest_maps[i].start, memory_order_relaxed) == 0) {
+                        atomic_store_explicit(&guest_maps[i].end, (uintptr_t) p + len, memory_order_relaxed);
+                        atomic_store_explicit(&guest_maps[i].page, page, memory_order_relaxed);
+                        atomic_store_explicit(&guest_maps[i].start, (uintptr_t) p, memory_order_release);
+                        r = 0;
+                        break;
+                }
+        pthread_mutex_unlock(&guest_maps_lock);
+        return r;
+}
+
+/* Before the munmap: a fault there afterwards is not ours to paper over. */
+static void guest_map_unregister(void *p) {
+        pthread_mutex_lock(&guest_maps_lock);
+        for (unsigned i = 0; i < GUEST_MAPS_MAX; i++)
+                if (atomic_load_explicit(&guest_maps[i].start, memory_order_relaxed) == (uintptr_t) p) {
+                        atomic_store_explicit(&guest_maps[i].start, 0, memory_order_release);
+                        break;
+                }
+        pthread_mutex_unlock(&guest_maps_lock);
+}
+
+uint64_t guest_memory_faults(void) {
+        return atomic_load_explicit(&guest_faults, memory_order_relaxed);
+}
 
 /* True if [a, a+len) fits inside [start, start+size); all in u64 without overflow. */
 static bool range_inside(uint64_t a, uint64_t len, uint64_t start, uint64_t size) {
@@ -16,8 +114,11 @@ static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 
 int guest_region_new(GuestRegion **ret, int fd, uint64_t gpa, uint64_t size, uint64_t uaddr, uint64_t mmap_offset) {
         struct stat st;
+        struct statfs sfs;
+        size_t page = (size_t) sysconf(_SC_PAGESIZE);
         GuestRegion *r;
         void *p;
+        int k;
 
         if (size == 0 || size > SIZE_MAX / 2)
                 return -EINVAL;
@@ -32,6 +133,12 @@ int guest_region_new(GuestRegion **ret, int fd, uint64_t gpa, uint64_t size, uin
                 return -EBADF;
         if ((uint64_t) st.st_size < mmap_offset + size)
                 return -ERANGE;
+        /* A later truncation is survived, not prevented (see on_sigbus()): the handler replaces
+         * whole pages of the mapping, huge ones on hugetlbfs. */
+        if (fstatfs(fd, &sfs) == 0 && sfs.f_type == HUGETLBFS_MAGIC && sfs.f_bsize > 0 &&
+            ((size_t) sfs.f_bsize & ((size_t) sfs.f_bsize - 1)) == 0)
+                page = (size_t) sfs.f_bsize;
+        (void) pthread_once(&sigbus_once, sigbus_install);
 
         /* Map from offset 0 and add mmap_offset ourselves, as mmap_offset need not be page aligned
          * (and hugetlbfs needs huge-page aligned offsets). */
@@ -39,8 +146,14 @@ int guest_region_new(GuestRegion **ret, int fd, uint64_t gpa, uint64_t size, uin
         if (p == MAP_FAILED)
                 return negative_errno();
 
+        k = guest_map_register(p, (size_t) (mmap_offset + size), page);
+        if (k < 0) {
+                munmap(p, (size_t) (mmap_offset + size));
+                return k;
+        }
         r = calloc(1, sizeof *r);
         if (!r) {
+                guest_map_unregister(p);
                 munmap(p, (size_t) (mmap_offset + size));
                 return -ENOMEM;
         }
@@ -67,6 +180,7 @@ GuestRegion *guest_region_unref(GuestRegion *r) {
                 return NULL;
         /* acq_rel: the last owner must see every other owner's accesses before unmapping. */
         if (atomic_fetch_sub_explicit(&r->n_ref, 1, memory_order_acq_rel) == 1) {
+                guest_map_unregister(r->map_base);
                 munmap(r->map_base, r->map_len);
                 free(r);
         }

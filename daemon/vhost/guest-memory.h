@@ -33,9 +33,13 @@ typedef struct GuestMemory {
 } GuestMemory;
 
 /* Maps `size` bytes of fd starting at file offset mmap_offset. Checks the ranges do not wrap and
- * that the file is large enough (a shorter file would SIGBUS us on access). Does not take fd. */
+ * that the file is large enough (a shorter file would SIGBUS us on access). Does not take fd. A
+ * file the frontend shrinks later is survived: the first mapping installs a SIGBUS handler that
+ * turns a fault inside guest memory into a zero page and counts it (guest_memory_faults()). */
 int guest_region_new(GuestRegion **ret, int fd, uint64_t gpa, uint64_t size, uint64_t uaddr, uint64_t mmap_offset);
 GuestRegion *guest_region_ref(GuestRegion *r);
+/* Faults (SIGBUS on a truncated file) papered over with zero pages since the process started. */
+uint64_t guest_memory_faults(void);
 GuestRegion *guest_region_unref(GuestRegion *r);
 
 int guest_memory_new(GuestMemory **ret);

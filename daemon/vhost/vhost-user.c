@@ -151,6 +151,11 @@ static int send_reply(int fd, const VhostUserMsg *req, const void *payload, uint
         do
                 n = sendmsg(fd, &mh, MSG_NOSIGNAL);
         while (n < 0 && errno == EINTR);
+        /* EAGAIN is the send timeout (SO_SNDTIMEO, set with the receive timeout when the connection
+         * is accepted): the frontend has not read its replies for that long. */
+        if (n < 0 && errno == EAGAIN)
+                return log_warning_errno(ETIMEDOUT, "vhost-user %s: the frontend does not read replies, giving up",
+                                         vhost_user_request_to_string(req->hdr.request));
         if (n < 0)
                 return negative_errno();
         if ((size_t) n != sizeof h + size)

@@ -21,21 +21,25 @@ static size_t used_size(unsigned num, bool event_idx) {
 }
 
 int vq_map(VirtQueue *vq, const GuestMemory *mem) {
+        struct vring_desc *desc;
+        struct vring_avail *avail;
+        struct vring_used *used;
+
         if (vq->num == 0 || !mem)
                 return -EINVAL;
         /* Map the event-idx trailers too, whether negotiated or not, so a later SET_FEATURES cannot
-         * make us touch unmapped bytes. */
-        vq->desc = guest_memory_qva_to_ptr(mem, vq->desc_qva, desc_size(vq->num));
-        vq->avail = guest_memory_qva_to_ptr(mem, vq->avail_qva, avail_size(vq->num, true));
-        vq->used = guest_memory_qva_to_ptr(mem, vq->used_qva, used_size(vq->num, true));
-        if (!vq->desc || !vq->avail || !vq->used) {
-                vq->desc = NULL;
-                vq->avail = NULL;
-                vq->used = NULL;
+         * make us touch unmapped bytes. Nothing changes unless all three fit: on failure the ring
+         * stays on the mapping it had (the caller still holds that snapshot). */
+        desc = guest_memory_qva_to_ptr(mem, vq->desc_qva, desc_size(vq->num));
+        avail = guest_memory_qva_to_ptr(mem, vq->avail_qva, avail_size(vq->num, true));
+        used = guest_memory_qva_to_ptr(mem, vq->used_qva, used_size(vq->num, true));
+        if (!desc || !avail || !used)
                 return -EFAULT;
-        }
-        if (((uintptr_t) vq->desc & 15) || ((uintptr_t) vq->avail & 1) || ((uintptr_t) vq->used & 3))
+        if (((uintptr_t) desc & 15) || ((uintptr_t) avail & 1) || ((uintptr_t) used & 3))
                 return -EFAULT;
+        vq->desc = desc;
+        vq->avail = avail;
+        vq->used = used;
         vq->used_idx = RING_LOAD(vq->used->idx);
         vq->signalled_used_valid = false;
         return 0;

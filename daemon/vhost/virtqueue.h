@@ -52,8 +52,9 @@ typedef enum VqPopResult {
         VQ_POP_BAD_CHAIN = 2, /* *head is valid: complete it with length 0 */
 } VqPopResult;
 
-/* Maps the ring addresses in mem. -EFAULT if any part lies outside guest memory. Reads the used
- * index from the ring (the frontend does not send it). */
+/* Maps the ring addresses in mem. -EFAULT if any part lies outside guest memory or is misaligned;
+ * the ring pointers are then left as they were (a running queue keeps the snapshot they point
+ * into, see device.c). Reads the used index from the ring (the frontend does not send it). */
 int vq_map(VirtQueue *vq, const GuestMemory *mem);
 
 /* Pops the next chain into elem (translating through mem). Returns VQ_POP_EMPTY, VQ_POP_OK,

@@ -179,4 +179,43 @@ write("fuzz-virtqueue", "bad-head", vq(2, 0, 0, memory([(0x4000, 16, 0, 0)], [9]
 write("fuzz-virtqueue", "write-then-read", vq(2, 0, 0, memory([(0x4000, 16, WRITE | NEXT, 1), (0x4100, 16, 0, 0)], [0])))
 write("fuzz-virtqueue", "avail-jump", vq(2, 0, 0, memory([(0x4000, 16, 0, 0)], [0, 0, 0, 0, 0, 0])))
 write("fuzz-virtqueue", "huge-len", vq(2, 0, 0, memory([(0x0, 0xffffffff, NEXT, 1), (0x0, 0xffffffff, 0, 0)], [0])))
+# ---- vhost-user sequences (fuzz-vhost-sequence.c documents the program format) ----
+SQ = dict(features=0, memtable=1, addreg=2, remreg=3, start=4, stop=5, enable=6, fuse=7, kick=8, call=9,
+          reset=10, wait=11, poke=12, truncate=13, protocol=14, raw=15)
+K = dict(init=0, lookup=1, getattr=2, readdir=3, read=4, statfs=5, forget=6, garbage=7)
+
+
+def sq(*ops):
+    out = b""
+    for op in ops:
+        out += bytes([SQ[op[0]]] + list(op[1:]))
+    return out
+
+
+boot = [("features", 3), ("memtable", 3), ("start", 0, 4, 0, 0), ("start", 1, 4, 0, 0),
+        ("fuse", 1, K["init"], 0)]
+write("fuzz-vhost-sequence", "boot-and-traffic", sq(*boot, ("fuse", 1, K["lookup"], 1, 1), ("fuse", 1, K["getattr"], 1),
+      ("fuse", 1, K["readdir"], 0, 0), ("fuse", 1, K["statfs"], 2), ("fuse", 0, K["forget"], 0, 0), ("wait", 8),
+      ("stop", 1), ("stop", 0)))
+write("fuzz-vhost-sequence", "remove-ring-region-in-flight", sq(*boot, ("fuse", 1, K["getattr"], 1),
+      ("fuse", 1, K["read"], 1, 0, 0), ("remreg", 0), ("fuse", 1, K["getattr"], 1), ("wait", 4), ("addreg", 0),
+      ("stop", 1), ("start", 1, 4, 1, 0), ("fuse", 1, K["getattr"], 1)))
+write("fuzz-vhost-sequence", "table-swap-under-traffic", sq(*boot, ("fuse", 1, K["getattr"], 0), ("memtable", 1),
+      ("fuse", 1, K["getattr"], 0), ("memtable", 3), ("fuse", 1, K["getattr"], 1), ("memtable", 2),
+      ("fuse", 1, K["lookup"], 0, 0), ("wait", 2), ("memtable", 3)))
+write("fuzz-vhost-sequence", "add-remove-regions", sq(("features", 1), ("addreg", 0), ("addreg", 1), ("start", 1, 3, 1, 7),
+      ("fuse", 1, K["init"], 0), ("remreg", 1), ("addreg", 1), ("kick", 1), ("remreg", 0), ("remreg", 1)))
+write("fuzz-vhost-sequence", "stop-start-features", sq(*boot, ("fuse", 1, K["getattr"], 0), ("stop", 1), ("features", 0),
+      ("start", 1, 5, 0, 200), ("fuse", 1, K["getattr"], 2), ("enable", 1, 0), ("fuse", 1, K["getattr"], 0),
+      ("enable", 1, 1), ("call", 1, 0), ("fuse", 1, K["getattr"], 0), ("call", 1, 1), ("reset",),
+      ("memtable", 3), ("start", 1, 2, 0, 0)))
+write("fuzz-vhost-sequence", "ring-full", sq(("features", 0), ("memtable", 3), ("start", 1, 1, 0, 0),
+      ("fuse", 1, K["init"], 0), ("fuse", 1, K["getattr"], 0), ("fuse", 1, K["getattr"], 0),
+      ("fuse", 1, K["getattr"], 0), ("kick", 1), ("wait", 15)))
+write("fuzz-vhost-sequence", "hostile-guest", sq(*boot, ("poke", 1, 0x80, 0xff), ("fuse", 1, K["getattr"], 0),
+      ("poke", 1, 0x81, 0x40), ("fuse", 1, K["garbage"], 0, 40, *range(40)), ("kick", 1)))
+write("fuzz-vhost-sequence", "truncate", sq(*boot, ("fuse", 1, K["getattr"], 0), ("truncate", 0), ("kick", 1), ("wait", 3),
+      ("stop", 1), ("memtable", 2)))
+write("fuzz-vhost-sequence", "raw-messages", sq(("protocol", 8), ("raw", 1, 0), ("raw", 11, 8, 1, 0, 0, 0, 0, 0, 0, 0),
+      ("raw", 5, 8, 1, 0, 0, 0, 0, 0, 0, 0), ("raw", 34, 0)))
 print("corpus written to", out, file=sys.stderr)
