@@ -1418,6 +1418,7 @@ START_TEST(test_rem_ring_region_with_request_in_flight) {
         /* Nothing may appear on a ring the daemon no longer has mapped. */
         ck_assert_int_ne(fe_fuse_wait(c, 1, 200, &done), 0);
         ck_assert_int_eq(fe_vu_ping(fe), 0);
+        fe_fuse_req_free(c, lk);
         fe_fuse_free(c);
         fe_free(fe);
         trust_assert_serves_new_session();
@@ -1498,6 +1499,8 @@ START_TEST(test_ring_all_in_flight_no_spin) {
         while (n_done < 1 && fe_fuse_wait(c, 1, 2000, &done) == 0)
                 n_done++;
         ck_assert_uint_ge(n_done, 1);
+        for (unsigned i = 0; i < NUM; i++)
+                fe_fuse_req_free(c, lk[i]);
         fe_fuse_free(c);
         fe_free(fe);
         trust_assert_serves_new_session();
@@ -1648,6 +1651,7 @@ START_TEST(test_guest_memory_truncated) {
         trust_assert_alive("after guest memory was truncated under a running queue");
         (void) fe_fuse_wait(c, 1, 100, &done);
         (void) fe_vu_ping(fe);
+        fe_fuse_req_free(c, req);
         fe_fuse_free(c);
         fe_free(fe);
         trust_assert_serves_new_session();
