@@ -1809,7 +1809,7 @@ static int lk_req(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint64_t owner,
 typedef struct LockThread {
         uint64_t nodeid, fh, owner, unique;
         bool flock_;
-        int result;
+        _Atomic int result; /* 12345 until answered */
 } LockThread;
 
 static void *setlkw_thread(void *p) {
@@ -1923,6 +1923,116 @@ START_TEST(test_locks) {
         ck_assert_int_eq(t.result, 0);
         ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
         ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+}
+END_TEST
+
+static int flush_req(uint64_t nodeid, uint64_t fh, uint64_t owner) {
+        Args *a = args_new();
+        struct fuse_flush_in fl = { .fh = fh, .lock_owner = owner };
+        int r;
+        args_add(a, &fl, sizeof fl);
+        r = call(FUSE_FLUSH, nodeid, a, NULL, 0);
+        free(a);
+        return r;
+}
+
+/* The lock type another owner sees on [start, end] through fh (F_UNLCK: free). */
+static uint32_t lock_seen(uint64_t nodeid, uint64_t fh, uint64_t owner, uint64_t start, uint64_t end) {
+        struct fuse_lk_out lo;
+        ck_assert_int_eq(lk_req(FUSE_GETLK, nodeid, fh, owner, F_WRLCK, start, end, false, &lo), 0);
+        return lo.lk.type;
+}
+
+/* Waits up to ms for a lock thread to be answered; true when it was. */
+static bool lock_thread_answered(LockThread *t, unsigned ms) {
+        for (unsigned i = 0; i < ms / 10; i++) {
+                if (atomic_load(&t->result) != 12345)
+                        return true;
+                usleep(10000);
+        }
+        return atomic_load(&t->result) != 12345;
+}
+
+/* Issue 18: a lock is owned by the open file (OFD locks: the guest's owner is the file, and the
+ * handle is the file). FLUSH carries the closing process's owner, so only RELEASE can end it. */
+START_TEST(test_locks_release) {
+        struct fuse_entry_out e;
+        uint64_t fa, fb, fc, fd, fe;
+        pthread_t th;
+        LockThread t;
+
+        do_init();
+        ck_assert_int_eq(create(1, "ofd", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fa), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fb = o.fh;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fc = o.fh;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fd = o.fh;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fe = o.fh;
+        }
+
+        /* An OFD-style lock through fa (the guest's owner is the open file: 0xa1). */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0xa1, F_WRLCK, 0, 9, false, NULL), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fb, 0xb2, 0, 9), F_WRLCK);
+        /* close() of one descriptor: FLUSH with the closing process's owner keeps it (a dup may
+         * still be open). */
+        ck_assert_int_eq(flush_req(e.nodeid, fa, 0xc3), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fb, 0xb2, 0, 9), F_WRLCK);
+        /* The last close: RELEASE of fa ends every lock still held through it. */
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fb, 0xb2, 0, 9), F_UNLCK);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0xb2, F_WRLCK, 0, 9, false, NULL), 0);
+
+        /* Locks held through other handles survive a RELEASE: owner 0xb2's (fb) after fc goes. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fc, 0xd4, F_RDLCK, 100, 109, false, NULL), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fc), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fd, 0xe5, 0, 9), F_WRLCK);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fd, 0xe5, 100, 109), F_UNLCK);
+
+        /* A SETLKW blocked on a handle that is released is answered (EBADF), not left waiting. */
+        t = (LockThread) { .nodeid = e.nodeid, .fh = fd, .owner = 0xf6, .unique = 2001, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&t.result), 12345);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fd), 0);
+        if (!lock_thread_answered(&t, 2000)) {
+                /* Let it go so the test ends, then fail. */
+                ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0xb2, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+                pthread_join(th, NULL);
+                ck_abort_msg("SETLKW on a released handle still waiting 2 s after RELEASE");
+        }
+        pthread_join(th, NULL);
+        ck_assert_int_eq(t.result, -EBADF);
+        /* ...and it left nothing behind: the range is still owner 0xb2's alone. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0xb2, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fe, 0xe5, 0, INT64_MAX), F_UNLCK);
+
+        /* The same for flock: a wait on a released handle is answered. */
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fd = o.fh;
+        }
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0, F_WRLCK, 0, 0, true, NULL), 0);
+        t = (LockThread) { .nodeid = e.nodeid, .fh = fd, .owner = 0, .unique = 2003, .flock_ = true, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&t.result), 12345);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fd), 0);
+        if (!lock_thread_answered(&t, 2000)) {
+                ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0, F_UNLCK, 0, 0, true, NULL), 0);
+                pthread_join(th, NULL);
+                ck_abort_msg("flock wait on a released handle still waiting 2 s after RELEASE");
+        }
+        pthread_join(th, NULL);
+        ck_assert_int_eq(t.result, -EBADF);
+
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fe), 0);
 }
 END_TEST
 
@@ -2617,6 +2727,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_credentials);
         tcase_add_test(tc, test_fd_budget);
         tcase_add_test(tc, test_locks);
+        tcase_add_test(tc, test_locks_release);
         tcase_add_test(tc, test_concurrent);
         tcase_add_test(tc, test_init_features);
         tcase_add_test(tc, test_submounts);

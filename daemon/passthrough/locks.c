@@ -1,6 +1,7 @@
 /* locks.c: POSIX locks as one OFD per guest lock owner, flock per handle, blocking waits. */
 #include "locks.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 /* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
@@ -13,37 +14,77 @@
 #include "handle-map.h"
 #include "passthrough-internal.h"
 
-/* Drops the OFD lock fd of one lock owner (its POSIX locks go with it). */
+/* One guest lock owner's POSIX locks on an inode: an OFD of its own, so that owners conflict and
+ * one owner's locks merge as the kernel expects. Remembers the handle the owner first locked
+ * through: an OFD lock's owner is the guest's open file, which is that handle, and only its
+ * RELEASE ends such locks (FLUSH carries the closing process's owner, not the file's). */
+typedef struct PLock {
+        int fd; /* owned; one fd of the budget */
+        uint64_t fh; /* the handle it was taken through (fh values are never reused) */
+        FdBudget *budget; /* where the fd is given back */
+} PLock;
+
+static void plock_free(PLock *l) {
+        if (!l)
+                return;
+        safe_close(l->fd);
+        fd_budget_release(l->budget);
+        free(l);
+}
+
+static void plock_free_void(gpointer l) {
+        plock_free(l);
+}
+
 void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
-        int fd = -1;
+        gpointer k = NULL, v = NULL;
 
         pthread_mutex_lock(&i->plock_mutex);
+        if (!i->plocks || !g_hash_table_steal_extended(i->plocks, &owner, &k, &v))
+                k = v = NULL;
+        pthread_mutex_unlock(&i->plock_mutex);
+        /* Closed outside the lock: the fd goes, and its locks with it. */
+        g_free(k);
+        plock_free(v);
+}
+
+void plock_drop_handle(Passthrough *p, Handle *h) {
+        Inode *i = h->inode;
+        g_autoptr(GPtrArray) gone = g_ptr_array_new_with_free_func(plock_free_void);
+        GHashTableIter it;
+        gpointer k, v;
+
+        assert(atomic_load(&h->released));
+        pthread_mutex_lock(&i->plock_mutex);
         if (i->plocks) {
-                gpointer v;
-                if (g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v)) {
-                        fd = GPOINTER_TO_INT(v) - 1;
-                        g_hash_table_remove(i->plocks, &owner);
-                }
+                g_hash_table_iter_init(&it, i->plocks);
+                while (g_hash_table_iter_next(&it, &k, &v))
+                        if (((PLock *)v)->fh == h->fh) {
+                                g_hash_table_iter_steal(&it);
+                                g_free(k);
+                                g_ptr_array_add(gone, v);
+                        }
         }
         pthread_mutex_unlock(&i->plock_mutex);
-        if (fd >= 0) {
-                safe_close(fd);
-                fd_budget_release(&p->budget);
-        }
 }
 
 /* The OFD fd that carries the POSIX locks of one lock owner on this inode, opened on first use
- * with the access mode of the handle the owner locks through. */
+ * with the access mode of the handle the owner locks through. -EBADF once h is released: the check
+ * is under plock_mutex, which plock_drop_handle() takes after the release, so no entry for a
+ * released handle survives it. */
 static int plock_fd(Passthrough *p, Handle *h, uint64_t owner) {
         Inode *i = h->inode;
+        PLock *l = NULL;
         int fd = -1, nfd;
         gpointer v;
 
         pthread_mutex_lock(&i->plock_mutex);
-        if (i->plocks && g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
-                fd = GPOINTER_TO_INT(v) - 1;
+        if (atomic_load(&h->released))
+                fd = -EBADF;
+        else if (i->plocks && g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
+                fd = ((PLock *)v)->fd;
         pthread_mutex_unlock(&i->plock_mutex);
-        if (fd >= 0)
+        if (fd >= 0 || fd == -EBADF)
                 return fd;
 
         if (!fd_budget_take(&p->budget))
@@ -53,22 +94,28 @@ static int plock_fd(Passthrough *p, Handle *h, uint64_t owner) {
                 fd_budget_release(&p->budget);
                 return nfd;
         }
+        l = malloc(sizeof *l);
+        if (!l) {
+                safe_close(nfd);
+                fd_budget_release(&p->budget);
+                return -ENOMEM;
+        }
+        *l = (PLock){ .fd = nfd, .fh = h->fh, .budget = &p->budget };
         pthread_mutex_lock(&i->plock_mutex);
         if (!i->plocks)
-                i->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-        if (g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
-                fd = GPOINTER_TO_INT(v) - 1; /* another thread of the same owner won */
+                i->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, plock_free_void);
+        if (atomic_load(&h->released))
+                fd = -EBADF;
+        else if (g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
+                fd = ((PLock *)v)->fd; /* another thread of the same owner won */
         else {
                 uint64_t *k = g_new(uint64_t, 1);
                 *k = owner;
-                g_hash_table_insert(i->plocks, k, GINT_TO_POINTER(nfd + 1));
-                fd = TAKE_FD(nfd);
+                g_hash_table_insert(i->plocks, k, TAKE_PTR(l));
+                fd = nfd;
         }
         pthread_mutex_unlock(&i->plock_mutex);
-        if (nfd >= 0) {
-                safe_close(nfd);
-                fd_budget_release(&p->budget);
-        }
+        plock_free(l);
         return fd;
 }
 
@@ -77,9 +124,9 @@ static int flock_from_fs(struct flock *fl, const FsLock *lk) {
                 return -EINVAL;
         if (lk->start > INT64_MAX || lk->end < lk->start)
                 return -EINVAL;
-        *fl = (struct flock) { .l_type = (short) lk->type, .l_whence = SEEK_SET, .l_start = (off_t) lk->start };
+        *fl = (struct flock){ .l_type = (short)lk->type, .l_whence = SEEK_SET, .l_start = (off_t)lk->start };
         /* FUSE carries an inclusive end; OFFSET_MAX (or more) means "to the end of the file". */
-        fl->l_len = lk->end >= (uint64_t) INT64_MAX ? 0 : (off_t) (lk->end - lk->start + 1);
+        fl->l_len = lk->end >= (uint64_t)INT64_MAX ? 0 : (off_t)(lk->end - lk->start + 1);
         return 0;
 }
 
@@ -100,10 +147,10 @@ int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
                 return fd;
         if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
                 return negative_errno();
-        lk->type = (uint32_t) fl.l_type;
+        lk->type = (uint32_t)fl.l_type;
         if (fl.l_type != F_UNLCK) {
-                lk->start = (uint64_t) fl.l_start;
-                lk->end = fl.l_len == 0 ? (uint64_t) INT64_MAX : (uint64_t) (fl.l_start + fl.l_len - 1);
+                lk->start = (uint64_t)fl.l_start;
+                lk->end = fl.l_len == 0 ? (uint64_t)INT64_MAX : (uint64_t)(fl.l_start + fl.l_len - 1);
         }
         lk->pid = 0; /* OFD locks have no owning process to report */
         return 0;
@@ -124,8 +171,8 @@ static int lock_wait_step(const FsCtx *c, long *delay_us) {
         return 0;
 }
 
-int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk,
-                    bool is_flock, bool wait) {
+int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk, bool is_flock,
+             bool wait) {
         Passthrough *p = fs;
         _cleanup_(handle_unrefp) Handle *h = NULL;
         struct flock fl;
@@ -148,6 +195,9 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
                         return -EINVAL;
                 /* flock() belongs to the open file, which is the guest's fh. */
                 for (;;) {
+                        /* A wait through a handle the guest released is answered, not kept. */
+                        if (atomic_load(&h->released))
+                                return -EBADF;
                         if (flock(h->fd, op) >= 0)
                                 return 0;
                         r = negative_errno();
@@ -167,6 +217,8 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         for (;;) {
                 struct flock attempt = fl;
 
+                if (atomic_load(&h->released))
+                        return -EBADF;
                 if (fcntl(fd, F_OFD_SETLK, &attempt) >= 0)
                         return 0;
                 r = negative_errno();

@@ -866,7 +866,13 @@ static int pt_release(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
                 return r;
         if (flock_unlock)
                 (void) flock(h->fd, LOCK_UN);
-        return handle_map_remove(p->handles, fh, nodeid, 0);
+        r = handle_map_remove(p->handles, fh, nodeid, 0);
+        if (r < 0)
+                return r;
+        /* The last close of the guest's open file: the POSIX locks of its owners are gone already
+         * (FLUSH), what is left was taken through this file (OFD locks) and ends with it. */
+        plock_drop_handle(p, h);
+        return 0;
 }
 
 /* FSYNC and FSYNCDIR: is_dir says which kind of handle fh must be. */
