@@ -2036,6 +2036,58 @@ START_TEST(test_locks_release) {
 }
 END_TEST
 
+/* Issue 13 item 5: a lock wait keeps using its owner's lock fd while FLUSH of that owner on another
+ * queue closes it. The fd number is then reused by another open file (filled here on purpose), and
+ * a wait that still used the number would lock that file and report success while the lock it
+ * waits for is still held. */
+START_TEST(test_lock_fd_flush_race) {
+        struct fuse_entry_out e;
+        uint64_t fa, fb;
+        pthread_t th;
+        LockThread t;
+        int fillers[64];
+        const char *other = share_path("filler");
+
+        do_init();
+        ck_assert_int_eq(create(1, "plk", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fa), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fb = o.fh;
+        }
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, INT64_MAX, false, NULL), 0);
+        t = (LockThread){ .nodeid = e.nodeid, .fh = fb, .owner = 0x2, .unique = 3001, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&t.result), 12345);
+
+        /* The waiting owner's process closes another descriptor of the file: its POSIX locks go
+         * (it holds none), its wait goes on. Whatever fd numbers that freed get other files. */
+        ck_assert_int_eq(flush_req(e.nodeid, fb, 0x2), 0);
+        for (unsigned i = 0; i < ELEMENTSOF(fillers); i++)
+                ck_assert_int_ge(fillers[i] = open(other, O_RDWR | O_CREAT | O_CLOEXEC, 0600), 0);
+        usleep(100000);
+        ck_assert_msg(atomic_load(&t.result) == 12345, "SETLKW answered %d while the lock is still held",
+                      atomic_load(&t.result));
+
+        /* The holder lets go: the waiter gets the lock it asked for, on the right file. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(t.result, 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fa, 0x3, 0, INT64_MAX), F_WRLCK);
+        for (unsigned i = 0; i < ELEMENTSOF(fillers); i++) {
+                struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+                ck_assert_int_eq(fcntl(fillers[i], F_OFD_GETLK, &fl), 0);
+                ck_assert_int_eq(fl.l_type, F_UNLCK);
+                close(fillers[i]);
+        }
+        ck_assert_int_eq(flush_req(e.nodeid, fb, 0x2), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fa, 0x3, 0, INT64_MAX), F_UNLCK);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+}
+END_TEST
+
 /* ---- concurrency ---- */
 
 static void *hammer(void *p) {
@@ -2728,6 +2780,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_fd_budget);
         tcase_add_test(tc, test_locks);
         tcase_add_test(tc, test_locks_release);
+        tcase_add_test(tc, test_lock_fd_flush_race);
         tcase_add_test(tc, test_concurrent);
         tcase_add_test(tc, test_init_features);
         tcase_add_test(tc, test_submounts);

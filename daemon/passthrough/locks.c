@@ -17,23 +17,33 @@
 /* One guest lock owner's POSIX locks on an inode: an OFD of its own, so that owners conflict and
  * one owner's locks merge as the kernel expects. Remembers the handle the owner first locked
  * through: an OFD lock's owner is the guest's open file, which is that handle, and only its
- * RELEASE ends such locks (FLUSH carries the closing process's owner, not the file's). */
+ * RELEASE ends such locks (FLUSH carries the closing process's owner, not the file's).
+ * Reference counted: FLUSH or RELEASE on one queue may drop the entry while a request on another
+ * uses its fd; the fd closes with the last user, so its number is never reused under a request. */
 typedef struct PLock {
         int fd; /* owned; one fd of the budget */
         uint64_t fh; /* the handle it was taken through (fh values are never reused) */
         FdBudget *budget; /* where the fd is given back */
+        _Atomic unsigned refs; /* the table's, plus one per request using fd */
 } PLock;
 
-static void plock_free(PLock *l) {
+static void plock_unref(PLock *l) {
         if (!l)
+                return;
+        /* acq_rel: every user's fcntl happens before the last one's close. */
+        if (atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
                 return;
         safe_close(l->fd);
         fd_budget_release(l->budget);
         free(l);
 }
 
-static void plock_free_void(gpointer l) {
-        plock_free(l);
+static void plock_unrefp(PLock **l) {
+        plock_unref(*l);
+}
+
+static void plock_unref_void(gpointer l) {
+        plock_unref(l);
 }
 
 void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
@@ -43,14 +53,15 @@ void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
         if (!i->plocks || !g_hash_table_steal_extended(i->plocks, &owner, &k, &v))
                 k = v = NULL;
         pthread_mutex_unlock(&i->plock_mutex);
-        /* Closed outside the lock: the fd goes, and its locks with it. */
+        /* Outside the lock: the fd closes (and its locks go) now, or when the last request still
+         * using it is done. */
         g_free(k);
-        plock_free(v);
+        plock_unref(v);
 }
 
 void plock_drop_handle(Passthrough *p, Handle *h) {
         Inode *i = h->inode;
-        g_autoptr(GPtrArray) gone = g_ptr_array_new_with_free_func(plock_free_void);
+        g_autoptr(GPtrArray) gone = g_ptr_array_new_with_free_func(plock_unref_void);
         GHashTableIter it;
         gpointer k, v;
 
@@ -68,24 +79,30 @@ void plock_drop_handle(Passthrough *p, Handle *h) {
         pthread_mutex_unlock(&i->plock_mutex);
 }
 
-/* The OFD fd that carries the POSIX locks of one lock owner on this inode, opened on first use
- * with the access mode of the handle the owner locks through. -EBADF once h is released: the check
- * is under plock_mutex, which plock_drop_handle() takes after the release, so no entry for a
- * released handle survives it. */
-static int plock_fd(Passthrough *p, Handle *h, uint64_t owner) {
+/* The entry of one lock owner on h's inode, with a reference for the caller; its OFD is opened on
+ * first use with the access mode of the handle the owner locks through. -EBADF once h is released:
+ * the check is under plock_mutex, which plock_drop_handle() takes after the release, so no entry
+ * for a released handle survives it. */
+static int plock_get(Passthrough *p, Handle *h, uint64_t owner, PLock **ret) {
         Inode *i = h->inode;
-        PLock *l = NULL;
-        int fd = -1, nfd;
+        PLock *l = NULL, *found = NULL;
+        int r = 0, nfd;
         gpointer v;
 
         pthread_mutex_lock(&i->plock_mutex);
         if (atomic_load(&h->released))
-                fd = -EBADF;
-        else if (i->plocks && g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
-                fd = ((PLock *)v)->fd;
+                r = -EBADF;
+        else if (i->plocks && g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v)) {
+                found = v;
+                atomic_fetch_add_explicit(&found->refs, 1, memory_order_relaxed);
+        }
         pthread_mutex_unlock(&i->plock_mutex);
-        if (fd >= 0 || fd == -EBADF)
-                return fd;
+        if (r < 0)
+                return r;
+        if (found) {
+                *ret = found;
+                return 0;
+        }
 
         if (!fd_budget_take(&p->budget))
                 return -ENFILE;
@@ -101,22 +118,30 @@ static int plock_fd(Passthrough *p, Handle *h, uint64_t owner) {
                 return -ENOMEM;
         }
         *l = (PLock){ .fd = nfd, .fh = h->fh, .budget = &p->budget };
+        atomic_init(&l->refs, 2); /* the table's and the caller's */
         pthread_mutex_lock(&i->plock_mutex);
         if (!i->plocks)
-                i->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, plock_free_void);
+                i->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, plock_unref_void);
         if (atomic_load(&h->released))
-                fd = -EBADF;
-        else if (g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
-                fd = ((PLock *)v)->fd; /* another thread of the same owner won */
-        else {
+                r = -EBADF;
+        else if (g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v)) {
+                found = v; /* another thread of the same owner won */
+                atomic_fetch_add_explicit(&found->refs, 1, memory_order_relaxed);
+        } else {
                 uint64_t *k = g_new(uint64_t, 1);
                 *k = owner;
-                g_hash_table_insert(i->plocks, k, TAKE_PTR(l));
-                fd = nfd;
+                g_hash_table_insert(i->plocks, k, l);
+                found = TAKE_PTR(l);
         }
         pthread_mutex_unlock(&i->plock_mutex);
-        plock_free(l);
-        return fd;
+        if (l) { /* not inserted: neither reference was given out */
+                atomic_store(&l->refs, 1);
+                plock_unref(l);
+        }
+        if (r < 0)
+                return r;
+        *ret = found;
+        return 0;
 }
 
 static int flock_from_fs(struct flock *fl, const FsLock *lk) {
@@ -133,8 +158,9 @@ static int flock_from_fs(struct flock *fl, const FsLock *lk) {
 int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, FsLock *lk) {
         Passthrough *p = fs;
         _cleanup_(handle_unrefp) Handle *h = NULL;
+        _cleanup_(plock_unrefp) PLock *l = NULL;
         struct flock fl;
-        int r, fd;
+        int r;
 
         r = handle_map_get(p->handles, fh, nodeid, 0, &h);
         if (r < 0)
@@ -142,10 +168,10 @@ int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         r = flock_from_fs(&fl, lk);
         if (r < 0)
                 return r;
-        fd = plock_fd(p, h, owner);
-        if (fd < 0)
-                return fd;
-        if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+        r = plock_get(p, h, owner, &l);
+        if (r < 0)
+                return r;
+        if (fcntl(l->fd, F_OFD_GETLK, &fl) < 0)
                 return negative_errno();
         lk->type = (uint32_t)fl.l_type;
         if (fl.l_type != F_UNLCK) {
@@ -177,7 +203,7 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         _cleanup_(handle_unrefp) Handle *h = NULL;
         struct flock fl;
         long delay_us = 1000;
-        int r, fd;
+        int r;
 
         r = handle_map_get(p->handles, fh, nodeid, 0, &h);
         if (r < 0)
@@ -211,17 +237,21 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         r = flock_from_fs(&fl, lk);
         if (r < 0)
                 return r;
-        fd = plock_fd(p, h, owner);
-        if (fd < 0)
-                return fd;
         for (;;) {
                 struct flock attempt = fl;
+                PLock *l = NULL;
 
-                if (atomic_load(&h->released))
-                        return -EBADF;
-                if (fcntl(fd, F_OFD_SETLK, &attempt) >= 0)
+                /* The owner's entry afresh for every attempt: FLUSH of this owner on another queue
+                 * may drop it meanwhile (its POSIX locks go, its wait goes on with a new one), and
+                 * RELEASE of h ends the wait (EBADF). The reference keeps the fd open during the
+                 * attempt, so its number never names another file. */
+                r = plock_get(p, h, owner, &l);
+                if (r < 0)
+                        return r;
+                r = fcntl(l->fd, F_OFD_SETLK, &attempt) < 0 ? negative_errno() : 0;
+                plock_unref(l);
+                if (r == 0)
                         return 0;
-                r = negative_errno();
                 if (r == -EACCES)
                         r = -EAGAIN;
                 if (r != -EAGAIN || !wait)
