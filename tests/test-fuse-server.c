@@ -1809,15 +1809,20 @@ static int lk_req(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint64_t owner,
 typedef struct LockThread {
         uint64_t nodeid, fh, owner, unique;
         bool flock_;
+        bool range; /* lock [start, end] instead of the whole file */
+        uint64_t start, end;
         _Atomic int result; /* 12345 until answered */
 } LockThread;
 
 static void *setlkw_thread(void *p) {
         LockThread *t = p;
         Args *a = args_new();
-        struct fuse_lk_in l = { .fh = t->fh, .owner = t->owner,
-                                .lk = { .start = 0, .end = INT64_MAX, .type = F_WRLCK },
-                                .lk_flags = t->flock_ ? FUSE_LK_FLOCK : 0 };
+        struct fuse_lk_in l = {
+                .fh = t->fh,
+                .owner = t->owner,
+                .lk = { .start = t->range ? t->start : 0, .end = t->range ? t->end : INT64_MAX, .type = F_WRLCK },
+                .lk_flags = t->flock_ ? FUSE_LK_FLOCK : 0
+        };
         uint8_t req[sizeof(struct fuse_in_header) + sizeof l];
         struct fuse_in_header h = { .len = sizeof req, .opcode = FUSE_SETLKW, .unique = t->unique, .nodeid = t->nodeid };
 
@@ -2085,6 +2090,92 @@ START_TEST(test_lock_fd_flush_race) {
         ck_assert_uint_eq(lock_seen(e.nodeid, fa, 0x3, 0, INT64_MAX), F_UNLCK);
         ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
         ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+}
+END_TEST
+
+static void interrupt_req(uint64_t unique) {
+        Args *a = args_new();
+        struct fuse_interrupt_in ii = { .unique = unique };
+        args_add(a, &ii, sizeof ii);
+        ck_assert_int_eq(call_full(FUSE_INTERRUPT, 0, a, 16, NULL), NO_REPLY);
+        free(a);
+}
+
+/* Issue 13 item 1: a guest can send two blocking SETLKW with the same unique. The second must not
+ * take over the first one's place among the waiters: an INTERRUPT would then orphan the first (a
+ * queue stop waits for it forever), and once the first returns the table would hold a pointer into
+ * its dead stack frame, which the INTERRUPT below reads (ASan: detect_stack_use_after_return=1). */
+START_TEST(test_setlkw_same_unique) {
+        struct fuse_entry_out e;
+        uint64_t fa, fb, fc;
+        pthread_t t1, t2;
+        LockThread w1, w2;
+        bool refused;
+
+        do_init();
+        ck_assert_int_eq(create(1, "uniq", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fa), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fb = o.fh;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fc = o.fh;
+        }
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, 9, false, NULL), 0);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 100, 109, false, NULL), 0);
+
+        w1 = (LockThread){ .nodeid = e.nodeid,
+                           .fh = fb,
+                           .owner = 0x2,
+                           .unique = 4001,
+                           .range = true,
+                           .start = 0,
+                           .end = 9,
+                           .result = 12345 };
+        ck_assert_int_eq(pthread_create(&t1, NULL, setlkw_thread, &w1), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&w1.result), 12345);
+        w2 = (LockThread){ .nodeid = e.nodeid,
+                           .fh = fc,
+                           .owner = 0x3,
+                           .unique = 4001,
+                           .range = true,
+                           .start = 100,
+                           .end = 109,
+                           .result = 12345 };
+        ck_assert_int_eq(pthread_create(&t2, NULL, setlkw_thread, &w2), 0);
+        refused = lock_thread_answered(&w2, 500);
+
+        /* The first waiter's lock comes free: it returns. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_UNLCK, 0, 9, false, NULL), 0);
+        ck_assert(lock_thread_answered(&w1, 2000));
+        pthread_join(t1, NULL);
+        ck_assert_int_eq(w1.result, 0);
+        /* An INTERRUPT of that unique now finds nothing to cancel (and touches no dead frame). */
+        interrupt_req(4001);
+
+        /* Let everything go, then check. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+        pthread_join(t2, NULL);
+        ck_assert_msg(refused, "a second SETLKW with a unique already waiting was not refused");
+        ck_assert_int_eq(w2.result, -EINVAL);
+
+        /* The unique is free again once its request is answered: a new wait with it can be
+         * interrupted, and the interrupt reaches that one. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0x2, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, INT64_MAX, false, NULL), 0);
+        w1 = (LockThread){ .nodeid = e.nodeid, .fh = fb, .owner = 0x2, .unique = 4001, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&t1, NULL, setlkw_thread, &w1), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&w1.result), 12345);
+        interrupt_req(4001);
+        ck_assert(lock_thread_answered(&w1, 2000));
+        pthread_join(t1, NULL);
+        ck_assert_int_eq(w1.result, -EINTR);
+
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fc), 0);
 }
 END_TEST
 
@@ -2781,6 +2872,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_locks);
         tcase_add_test(tc, test_locks_release);
         tcase_add_test(tc, test_lock_fd_flush_race);
+        tcase_add_test(tc, test_setlkw_same_unique);
         tcase_add_test(tc, test_concurrent);
         tcase_add_test(tc, test_init_features);
         tcase_add_test(tc, test_submounts);

@@ -1,6 +1,7 @@
 /* fuse-server.c: FUSE request decoding, validation, dispatch and reply encoding. */
 #include "fuse-server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 /* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
@@ -56,7 +57,7 @@ struct FuseServer {
 
         /* Guards the waiter table: an insert, remove or lookup per blocking request/INTERRUPT. */
         pthread_mutex_t waiters_lock;
-        GHashTable *waiters; /* uint64_t* unique -> Waiter* */
+        GHashTable *waiters; /* uint64_t* unique -> Waiter*, key and value in the same frame */
 };
 
 typedef struct Req {
@@ -897,16 +898,30 @@ static int setlk_common(Req *r, bool wait) {
                 return s->ops->setlk(s->fs, &r->ctx, r->in.nodeid, l->fh, l->owner, &lk,
                                      (l->lk_flags & FUSE_LK_FLOCK) != 0, false);
 
-        /* A blocking lock: registered so INTERRUPT (or a session reset) can cancel it. */
+        /* A blocking lock: registered so INTERRUPT (or a session reset) can cancel it. The table's
+         * key and value both live in this frame, so they must be this request's alone: a second
+         * blocking request with a unique already waiting (the guest's protocol forbids it) is
+         * refused, never put in the first one's place. Replacing the value would leave the first
+         * waiter out of reach of INTERRUPT and cancel, and the key pointing into whichever frame
+         * returns first. */
         pthread_mutex_lock(&s->waiters_lock);
-        g_hash_table_insert(s->waiters, &w.unique, &w);
+        if (g_hash_table_contains(s->waiters, &w.unique))
+                k = -EINVAL;
+        else {
+                g_hash_table_insert(s->waiters, &w.unique, &w);
+                k = 0;
+        }
         pthread_mutex_unlock(&s->waiters_lock);
+        if (k < 0) {
+                log_guest("FUSE SETLKW: unique %" PRIu64 " is already waiting", w.unique);
+                return k;
+        }
         r->ctx.interrupted = &w.interrupted;
         k = s->ops->setlk(s->fs, &r->ctx, r->in.nodeid, l->fh, l->owner, &lk, (l->lk_flags & FUSE_LK_FLOCK) != 0,
                           true);
         pthread_mutex_lock(&s->waiters_lock);
-        if (g_hash_table_lookup(s->waiters, &w.unique) == &w)
-                g_hash_table_remove(s->waiters, &w.unique);
+        assert(g_hash_table_lookup(s->waiters, &w.unique) == &w);
+        g_hash_table_remove(s->waiters, &w.unique);
         pthread_mutex_unlock(&s->waiters_lock);
         r->ctx.interrupted = NULL;
         return k;
