@@ -1,13 +1,18 @@
 /* test-frontend-locks.c: vufsd driven by the test frontend: lock lifetime (issue 18) and hostile
  * lock sequences (issue 13), through the real daemon in its default sandbox. */
+#define _GNU_SOURCE 1
 #include <check.h>
+#include <sched.h>
 #include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "frontend.h"
@@ -25,21 +30,26 @@ static void teardown(void) {
         h = fe_harness_free(h);
 }
 
-static Frontend *start(void) {
+static Frontend *start_with(const FeOptions *o) {
         Frontend *fe = NULL;
-        FeOptions o;
         int r;
 
         r = fe_harness_spawn_vufsd(h, NULL);
         ck_assert_msg(r == 0, "starting vufsd ($VUFSD_BINARY=%s): %s", getenv("VUFSD_BINARY"), strerror(-r));
-        fe_options_init(&o);
-        r = fe_connect(&fe, h->socket_path, &o);
+        r = fe_connect(&fe, h->socket_path, o);
         ck_assert_msg(r == 0, "connect: %s", strerror(-r));
         r = fe_negotiate(fe);
         ck_assert_msg(r == 0, "negotiate: %s", fe->error);
         r = fe_start(fe, true);
         ck_assert_msg(r == 0, "start: %s", fe->error);
         return fe;
+}
+
+static Frontend *start(void) {
+        FeOptions o;
+
+        fe_options_init(&o);
+        return start_with(&o);
 }
 
 static FeFuse *client(Frontend *fe) {
@@ -175,14 +185,162 @@ START_TEST(test_waiter_on_released_handle) {
 }
 END_TEST
 
+/* Issue 13 item 2: the guest rewrites a request's header while vufsd handles it, between GETATTR
+ * and SETLKW. vufsd must decide where the request runs and what it is from one copy of the header:
+ * if the thread choice saw GETATTR (inline, on the queue thread) and the FUSE server then SETLKW, the
+ * queue thread would sit in a lock wait and the queue stop. Probes: a GETATTR after every toggled
+ * request must be answered; stopping the device with waits pending must finish (queue_stop cancels
+ * lock waits while it waits for the queue thread). */
+START_TEST(test_opcode_toggled_in_guest_memory) {
+        enum { ROUNDS = 300, FILLERS = 16, FLIP_NS = 1000000 };
+        FeOptions o;
+        Frontend *fe;
+        FeFuse *c;
+        struct fuse_entry_out e;
+        struct fuse_attr_out attr;
+        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+        FeFuseReq *reqs[ROUNDS] = { 0 };
+        unsigned n = 0, as_lock = 0, as_getattr = 0, answered = 0;
+        bool stalled = false;
+        _cleanup_free_ char *path = NULL;
+        uint64_t fh;
+        int host_fd, r;
+
+        /* vufsd on one CPU, the flipping on another, so that the flips really happen between
+         * vufsd's reads (on one shared CPU a read pair is rarely split by a context switch). vufsd
+         * inherits the CPU at spawn; the test moves away afterwards. */
+        {
+                cpu_set_t all, one;
+                int first = -1, second = -1;
+
+                ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+                for (int i = 0; i < CPU_SETSIZE && second < 0; i++)
+                        if (CPU_ISSET(i, &all)) {
+                                if (first < 0)
+                                        first = i;
+                                else
+                                        second = i;
+                        }
+                if (second >= 0) {
+                        CPU_ZERO(&one);
+                        CPU_SET(second, &one);
+                        ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+                }
+                fe_options_init(&o);
+                o.timeout_ms = 5000;
+                o.queue_size = 1024;
+                fe = start_with(&o);
+                if (second >= 0) {
+                        CPU_ZERO(&one);
+                        CPU_SET(first, &one);
+                        ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+                }
+        }
+        c = client(fe);
+        ck_assert_int_eq(fe_fuse_create(c, FUSE_ROOT_ID, "toggle", O_RDWR, 0644, &e, &fh), 0);
+        /* The host holds the lock: every request the server takes for SETLKW waits. */
+        path = fe_harness_path(h, "toggle");
+        host_fd = open(path, O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(host_fd, 0);
+        ck_assert_int_eq(fcntl(host_fd, F_OFD_SETLK, &fl), 0);
+
+        for (; n < ROUNDS && !stalled; n++) {
+                struct fuse_lk_in in = { .fh = fh,
+                                         .owner = fh,
+                                         .lk = { .start = 0, .end = INT64_MAX, .type = F_WRLCK } };
+                _Atomic uint32_t *opcode;
+                struct timespec t0, t;
+
+                FeFuseReq *filler[FILLERS];
+
+                /* Requests ahead of it keep the queue thread busy while the flipping starts. */
+                for (unsigned k = 0; k < FILLERS; k++) {
+                        struct fuse_getattr_in gi = { 0 };
+                        ck_assert_int_eq(fe_fuse_req_new(&filler[k], c, FUSE_GETATTR, e.nodeid, sizeof attr), 0);
+                        ck_assert_int_eq(fe_fuse_req_add(filler[k], &gi, sizeof gi), 0);
+                        ck_assert_int_eq(fe_fuse_submit(c, filler[k], -1), 0);
+                }
+                ck_assert_int_eq(fe_fuse_req_new(&reqs[n], c, FUSE_SETLKW, e.nodeid, sizeof(struct fuse_attr_out)), 0);
+                ck_assert_int_eq(fe_fuse_req_add(reqs[n], &in, sizeof in), 0);
+                ck_assert_int_eq(fe_fuse_submit(c, reqs[n], -1), 0);
+                /* The header's first descriptor is in guest memory: flip the opcode while vufsd reads
+                 * it, then put back what was sent (the test frontend checks readable descriptors come
+                 * back unchanged). */
+                ck_assert_uint_ge(reqs[n]->pieces[0].len, sizeof(struct fuse_in_header));
+                opcode = (_Atomic uint32_t *)((uint8_t *)reqs[n]->pieces[0].host +
+                                              offsetof(struct fuse_in_header, opcode));
+                clock_gettime(CLOCK_MONOTONIC, &t0);
+                /* Each value held for a while (0.1-3 µs, varying): the two reads vufsd did before
+                 * were that far apart, and a flip between them is what this looks for. */
+                do {
+                        static const unsigned hold[] = { 0, 1, 3, 10, 30, 100, 300, 1000 };
+                        for (unsigned k = 0; k < 2 * ELEMENTSOF(hold); k++) {
+                                atomic_store_explicit(opcode, k & 1 ? FUSE_SETLKW : FUSE_GETATTR,
+                                                      memory_order_relaxed);
+                                for (volatile unsigned spin = 0; spin < hold[(k + n) % ELEMENTSOF(hold)]; spin++)
+                                        ;
+                        }
+                        clock_gettime(CLOCK_MONOTONIC, &t);
+                } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < FLIP_NS);
+                atomic_store(opcode, FUSE_SETLKW);
+
+                r = fe_fuse_getattr(c, e.nodeid, &attr);
+                for (unsigned k = 0; k < FILLERS; k++) {
+                        if (!stalled && r != -ETIMEDOUT)
+                                ck_assert(filler[k]->done);
+                        if (filler[k]->done)
+                                fe_fuse_req_free(c, filler[k]);
+                        else
+                                fe_fuse_req_abandon(c, filler[k]); /* the queue is stuck: the test fails */
+                }
+                if (r == -ETIMEDOUT)
+                        stalled = true;
+                else
+                        ck_assert_int_eq(r, 0);
+        }
+
+        /* Stop the device with the lock still held: waits are cancelled, the stop finishes. */
+        r = fe_stop(fe);
+        ck_assert_msg(r == 0, "stopping the device with lock waits pending (%s after %u toggled requests): %s",
+                      stalled ? "the queue had stalled" : "the queue was serving", n, fe->error);
+        for (;;) {
+                FeFuseReq *done = NULL;
+                if (fe_fuse_wait(c, c->queue, 0, &done) < 0)
+                        break;
+        }
+        for (unsigned i = 0; i < n; i++) {
+                if (!reqs[i]->done)
+                        continue;
+                answered++;
+                if (reqs[i]->oh.error == -EINTR)
+                        as_lock++;
+                else if (reqs[i]->oh.error == 0)
+                        as_getattr++; /* GETATTR (with or without FUSE_GETATTR_FH: the owner is fh) */
+                else
+                        fprintf(stderr, "toggled request %u: error %d status %d %s\n", i, reqs[i]->oh.error,
+                                reqs[i]->status, reqs[i]->problem);
+                fe_fuse_req_free(c, reqs[i]);
+        }
+        fprintf(stderr, "toggled requests: %u sent, %u answered (%u as SETLKW, %u as GETATTR)\n", n, answered, as_lock,
+                as_getattr);
+        ck_assert_msg(!stalled, "the queue stopped serving after toggled request %u (a lock wait on its thread)", n);
+        ck_assert_uint_eq(answered, n);
+        ck_assert_uint_eq(as_lock + as_getattr, n);
+        safe_close(host_fd);
+        fe_fuse_free(c);
+        fe_free(fe);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("frontend-locks");
         TCase *tc = tcase_create("locks");
 
         tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_set_timeout(tc, 60);
+        tcase_set_timeout(tc, 120);
         tcase_add_test(tc, test_ofd_lock_ends_with_release);
         tcase_add_test(tc, test_waiter_on_released_handle);
+        tcase_add_test(tc, test_opcode_toggled_in_guest_memory);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -2179,6 +2179,55 @@ START_TEST(test_setlkw_same_unique) {
 }
 END_TEST
 
+/* A SETLKW on a thread that must not wait (the executor could not give it a helper): one
+ * attempt, ENOLCK when the lock is taken, the lock when it is free. The header is the caller's
+ * copy: the bytes in the chain after it are the arguments only. */
+static int setlkw_no_wait(uint64_t nodeid, uint64_t fh, uint64_t owner) {
+        struct fuse_lk_in l = { .fh = fh, .owner = owner, .lk = { .start = 0, .end = INT64_MAX, .type = F_WRLCK } };
+        struct fuse_in_header h = { .len = sizeof h + sizeof l,
+                                    .opcode = FUSE_SETLKW,
+                                    .unique = atomic_fetch_add(&next_unique, 2),
+                                    .nodeid = nodeid };
+        uint8_t out[sizeof(struct fuse_out_header)];
+        struct iovec vi = { &l, sizeof l }, vo = { out, sizeof out };
+        struct fuse_out_header oh;
+        ChainIter in, o;
+        FuseReqInfo info;
+
+        chain_iter_init(&in, &vi, 1);
+        chain_iter_init(&o, &vo, 1);
+        ck_assert_uint_eq(fuse_server_process_header(srv, &h, &in, &o, false, &info), sizeof oh);
+        memcpy(&oh, out, sizeof oh);
+        ck_assert_uint_eq(oh.unique, h.unique);
+        ck_assert_uint_eq(info.opcode, FUSE_SETLKW);
+        return oh.error;
+}
+
+START_TEST(test_setlkw_without_helper) {
+        struct fuse_entry_out e;
+        uint64_t fa, fb;
+        struct timespec t0, t1;
+
+        do_init();
+        ck_assert_int_eq(create(1, "nowait", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fa), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fb = o.fh;
+        }
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, 0, false, NULL), 0);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ck_assert_int_eq(setlkw_no_wait(e.nodeid, fb, 0x2), -ENOLCK);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ck_assert_int_lt((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000, 500);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_UNLCK, 0, 0, false, NULL), 0);
+        ck_assert_int_eq(setlkw_no_wait(e.nodeid, fb, 0x2), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fa, 0x3, 0, 0), F_WRLCK);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+}
+END_TEST
+
 /* ---- concurrency ---- */
 
 static void *hammer(void *p) {
@@ -2873,6 +2922,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_locks_release);
         tcase_add_test(tc, test_lock_fd_flush_race);
         tcase_add_test(tc, test_setlkw_same_unique);
+        tcase_add_test(tc, test_setlkw_without_helper);
         tcase_add_test(tc, test_concurrent);
         tcase_add_test(tc, test_init_features);
         tcase_add_test(tc, test_submounts);

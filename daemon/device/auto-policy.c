@@ -48,6 +48,12 @@ ExecClass exec_classify(const ChainIter *in, uint32_t *ret_opcode) {
         if (chain_read(&it, &h, sizeof h) < 0)
                 return EXEC_CLASS_META;
         *ret_opcode = h.opcode;
+        return exec_classify_header(&h, &it);
+}
+
+ExecClass exec_classify_header(const struct fuse_in_header *hdr, const ChainIter *rest) {
+        ChainIter it = *rest;
+        const struct fuse_in_header h = *hdr;
 
         switch (h.opcode) {
         case FUSE_READ:

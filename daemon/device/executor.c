@@ -262,6 +262,7 @@ static void worker_set_run_orphans(WorkerSet *ws) {
                 pthread_mutex_unlock(&ws->lock);
                 if (!w)
                         return;
+                w->on_submitter = true;
                 w->run(w);
         }
 }
@@ -462,6 +463,7 @@ void executor_submit(Executor *e, ExecWork *w, ExecRoute route) {
         bool wake;
 
         w->next = NULL;
+        w->on_submitter = false;
         pthread_mutex_lock(&ws->lock);
         if (ws->tail)
                 ws->tail->next = w;
@@ -495,8 +497,9 @@ void executor_submit(Executor *e, ExecWork *w, ExecRoute route) {
                 return;
 
         /* No thread could be created. Rather than lose requests, run them here: for the pool, the
-         * whole list if no worker is left; for helpers, one (this one or one ahead of it): a lock
-         * wait then holds up this queue, which is still better than never answering. */
+         * whole list if no worker is left; for helpers, one (this one or one ahead of it), marked
+         * on_submitter: the lock wait is then tried once and answered (ENOLCK when the lock is
+         * taken) instead of holding up this queue for as long as the guest likes. */
         if (!ws->helpers) {
                 worker_set_run_orphans(ws);
                 return;
@@ -504,6 +507,8 @@ void executor_submit(Executor *e, ExecWork *w, ExecRoute route) {
         pthread_mutex_lock(&ws->lock);
         w = worker_set_pop_locked(ws);
         pthread_mutex_unlock(&ws->lock);
-        if (w)
+        if (w) {
+                w->on_submitter = true; /* it must not wait for the guest here (device.c) */
                 w->run(w);
+        }
 }
