@@ -281,6 +281,50 @@ START_TEST(test_blocking_does_not_stall_pool) {
 }
 END_TEST
 
+/* No helper thread can be created: the lock wait runs on the thread that submitted it, and the
+ * executor says so (on_submitter), so that it is tried once instead of holding up the queue
+ * (issue 13 item 2). Helpers that can be created run it with on_submitter false. */
+START_TEST(test_helper_creation_fails) {
+        Executor *e;
+        ExecQueue q;
+        Item it;
+        _Atomic unsigned done = 0;
+        pthread_attr_t saved, huge;
+
+        ck_assert_int_eq(executor_new(&e, THREAD_MODE_INLINE, 1), 0);
+        executor_attach_queue(e, &q);
+
+        /* Every new thread now asks for a stack larger than the address space. */
+        ck_assert_int_eq(pthread_getattr_default_np(&saved), 0);
+        ck_assert_int_eq(pthread_attr_init(&huge), 0);
+        ck_assert_int_eq(pthread_attr_setstacksize(&huge, (size_t)1 << 50), 0);
+        ck_assert_int_eq(pthread_setattr_default_np(&huge), 0);
+
+        item_init(&it, &done);
+        ck_assert_int_eq(executor_route(&q, EXEC_CLASS_LOCK_WAIT, 0), EXEC_ROUTE_HELPER);
+        executor_submit(e, &it.work, EXEC_ROUTE_HELPER);
+        ck_assert_int_eq(pthread_setattr_default_np(&saved), 0);
+        /* It ran before submit returned, here, and was told so. */
+        ck_assert_uint_eq(atomic_load(&it.runs), 1);
+        ck_assert(pthread_equal(it.ran_on, pthread_self()));
+        ck_assert(it.work.on_submitter);
+        ck_assert_uint_eq(state(e).live_helpers, 0);
+
+        /* With threads again: a helper runs it, not told to hurry. */
+        item_init(&it, &done);
+        it.work.on_submitter = true; /* stale from earlier use: submit resets it */
+        executor_submit(e, &it.work, EXEC_ROUTE_HELPER);
+        wait_done(&done, 2, 5000 * SLOW_FACTOR);
+        ck_assert(!pthread_equal(it.ran_on, pthread_self()));
+        ck_assert(!it.work.on_submitter);
+
+        pthread_attr_destroy(&huge);
+        pthread_attr_destroy(&saved);
+        executor_detach_queue(&q);
+        executor_free(e);
+}
+END_TEST
+
 START_TEST(test_queued_work_survives_switch) {
         Executor *e;
         Gate gate;
@@ -731,6 +775,7 @@ static Suite *executor_suite(void) {
         tcase_add_test(tc, test_set_mode_validation);
         tcase_add_test(tc, test_grow_immediate_shrink_lazy);
         tcase_add_test(tc, test_blocking_does_not_stall_pool);
+        tcase_add_test(tc, test_helper_creation_fails);
         tcase_add_test(tc, test_queued_work_survives_switch);
         tcase_add_test(tc, test_shrink_busy_pool);
         tcase_add_test(tc, test_auto_rules);

@@ -725,6 +725,66 @@ START_TEST(test_blocking_lock_auto) {
 }
 END_TEST
 
+/* No helper thread can be created when a guest SETLKW arrives (thread limit, memory): the queue
+ * thread runs it itself, so it must be tried once and answered (ENOLCK) instead of waiting there
+ * for as long as the holder likes, with the queue stopped behind it (issue 13 item 2). */
+START_TEST(test_lock_wait_without_helper_thread) {
+        Backend b;
+        Frontend *fe;
+        FeFuse *c;
+        FeFuseReq *lk;
+        struct fuse_entry_out e;
+        struct fuse_attr_out attr;
+        struct fuse_lk_in in;
+        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+        pthread_attr_t saved, huge;
+        char path[128];
+        uint64_t fh;
+        int host_fd, r;
+
+        backend_start(&b, THREAD_MODE_INLINE, 4, 1);
+        fe = frontend_start(&b, 1, 128, 64ULL << 20);
+        fe->opts.timeout_ms = 3000 * SLOW_FACTOR;
+        ck_assert_int_eq(fe_fuse_new(&c, fe), 0);
+        ck_assert_int_eq(fe_fuse_init(c), 0);
+        ck_assert_int_eq(fe_fuse_create(c, FUSE_ROOT_ID, "locked", O_RDWR, 0644, &e, &fh), 0);
+        snprintf(path, sizeof path, "%s/locked", b.share);
+        host_fd = open(path, O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(host_fd, 0);
+        ck_assert_int_eq(fcntl(host_fd, F_OFD_SETLK, &fl), 0);
+
+        /* From here no thread can be created in this process (the queue thread exists already). */
+        ck_assert_int_eq(pthread_getattr_default_np(&saved), 0);
+        ck_assert_int_eq(pthread_attr_init(&huge), 0);
+        ck_assert_int_eq(pthread_attr_setstacksize(&huge, (size_t)1 << 50), 0);
+        ck_assert_int_eq(pthread_setattr_default_np(&huge), 0);
+
+        in = (struct fuse_lk_in){ .fh = fh, .owner = 0x1234, .lk = { .start = 0, .end = INT64_MAX, .type = F_WRLCK } };
+        ck_assert_int_eq(fe_fuse_req_new(&lk, c, FUSE_SETLKW, e.nodeid, 0), 0);
+        ck_assert_int_eq(fe_fuse_req_add(lk, &in, sizeof in), 0);
+        ck_assert_int_eq(fe_fuse_submit(c, lk, -1), 0);
+        r = fe_fuse_getattr(c, e.nodeid, &attr);
+        ck_assert_int_eq(pthread_setattr_default_np(&saved), 0);
+        if (r == -ETIMEDOUT) {
+                host_fd = safe_close(host_fd); /* let the queue go, so the test can end */
+                ck_abort_msg("the queue stopped behind a lock wait that had no helper thread");
+        }
+        ck_assert_int_eq(r, 0);
+        ck_assert(lk->done);
+        ck_assert_int_eq(lk->status, 0);
+        ck_assert_int_eq(lk->oh.error, -ENOLCK);
+        fe_fuse_req_free(c, lk);
+        ck_assert_uint_eq(c->proto_errors, 0);
+
+        pthread_attr_destroy(&huge);
+        pthread_attr_destroy(&saved);
+        safe_close(host_fd);
+        fe_fuse_free(c);
+        fe_free(fe);
+        backend_stop(&b);
+}
+END_TEST
+
 static Suite *stress_suite(void) {
         Suite *s = suite_create("frontend-stress");
         TCase *tc = tcase_create("stress");
@@ -733,6 +793,11 @@ static Suite *stress_suite(void) {
         tcase_add_test(tc, test_blocking_lock_pool_of_one);
         tcase_add_test(tc, test_blocking_lock_auto);
         tcase_add_test(tc, test_switch_storm_under_load);
+        suite_add_tcase(s, tc);
+        /* CK_RUN_CASE=helpers runs this one alone. */
+        tc = tcase_create("helpers");
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, test_lock_wait_without_helper_thread);
         suite_add_tcase(s, tc);
         return s;
 }

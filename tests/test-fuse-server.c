@@ -1809,15 +1809,20 @@ static int lk_req(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint64_t owner,
 typedef struct LockThread {
         uint64_t nodeid, fh, owner, unique;
         bool flock_;
-        int result;
+        bool range; /* lock [start, end] instead of the whole file */
+        uint64_t start, end;
+        _Atomic int result; /* 12345 until answered */
 } LockThread;
 
 static void *setlkw_thread(void *p) {
         LockThread *t = p;
         Args *a = args_new();
-        struct fuse_lk_in l = { .fh = t->fh, .owner = t->owner,
-                                .lk = { .start = 0, .end = INT64_MAX, .type = F_WRLCK },
-                                .lk_flags = t->flock_ ? FUSE_LK_FLOCK : 0 };
+        struct fuse_lk_in l = {
+                .fh = t->fh,
+                .owner = t->owner,
+                .lk = { .start = t->range ? t->start : 0, .end = t->range ? t->end : INT64_MAX, .type = F_WRLCK },
+                .lk_flags = t->flock_ ? FUSE_LK_FLOCK : 0
+        };
         uint8_t req[sizeof(struct fuse_in_header) + sizeof l];
         struct fuse_in_header h = { .len = sizeof req, .opcode = FUSE_SETLKW, .unique = t->unique, .nodeid = t->nodeid };
 
@@ -1921,6 +1926,303 @@ START_TEST(test_locks) {
         ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0, F_UNLCK, 0, 0, true, NULL), 0);
         pthread_join(th, NULL);
         ck_assert_int_eq(t.result, 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+}
+END_TEST
+
+static int flush_req(uint64_t nodeid, uint64_t fh, uint64_t owner) {
+        Args *a = args_new();
+        struct fuse_flush_in fl = { .fh = fh, .lock_owner = owner };
+        int r;
+        args_add(a, &fl, sizeof fl);
+        r = call(FUSE_FLUSH, nodeid, a, NULL, 0);
+        free(a);
+        return r;
+}
+
+/* The lock type another owner sees on [start, end] through fh (F_UNLCK: free). */
+static uint32_t lock_seen(uint64_t nodeid, uint64_t fh, uint64_t owner, uint64_t start, uint64_t end) {
+        struct fuse_lk_out lo;
+        ck_assert_int_eq(lk_req(FUSE_GETLK, nodeid, fh, owner, F_WRLCK, start, end, false, &lo), 0);
+        return lo.lk.type;
+}
+
+/* Waits up to ms for a lock thread to be answered; true when it was. */
+static bool lock_thread_answered(LockThread *t, unsigned ms) {
+        for (unsigned i = 0; i < ms / 10; i++) {
+                if (atomic_load(&t->result) != 12345)
+                        return true;
+                usleep(10000);
+        }
+        return atomic_load(&t->result) != 12345;
+}
+
+/* Issue 18: a lock is owned by the open file (OFD locks: the guest's owner is the file, and the
+ * handle is the file). FLUSH carries the closing process's owner, so only RELEASE can end it. */
+START_TEST(test_locks_release) {
+        struct fuse_entry_out e;
+        uint64_t fa, fb, fc, fd, fe;
+        pthread_t th;
+        LockThread t;
+
+        do_init();
+        ck_assert_int_eq(create(1, "ofd", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fa), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fb = o.fh;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fc = o.fh;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fd = o.fh;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fe = o.fh;
+        }
+
+        /* An OFD-style lock through fa (the guest's owner is the open file: 0xa1). */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0xa1, F_WRLCK, 0, 9, false, NULL), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fb, 0xb2, 0, 9), F_WRLCK);
+        /* close() of one descriptor: FLUSH with the closing process's owner keeps it (a dup may
+         * still be open). */
+        ck_assert_int_eq(flush_req(e.nodeid, fa, 0xc3), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fb, 0xb2, 0, 9), F_WRLCK);
+        /* The last close: RELEASE of fa ends every lock still held through it. */
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fb, 0xb2, 0, 9), F_UNLCK);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0xb2, F_WRLCK, 0, 9, false, NULL), 0);
+
+        /* Locks held through other handles survive a RELEASE: owner 0xb2's (fb) after fc goes. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fc, 0xd4, F_RDLCK, 100, 109, false, NULL), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fc), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fd, 0xe5, 0, 9), F_WRLCK);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fd, 0xe5, 100, 109), F_UNLCK);
+
+        /* A SETLKW blocked on a handle that is released is answered (EBADF), not left waiting. */
+        t = (LockThread) { .nodeid = e.nodeid, .fh = fd, .owner = 0xf6, .unique = 2001, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&t.result), 12345);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fd), 0);
+        if (!lock_thread_answered(&t, 2000)) {
+                /* Let it go so the test ends, then fail. */
+                ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0xb2, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+                pthread_join(th, NULL);
+                ck_abort_msg("SETLKW on a released handle still waiting 2 s after RELEASE");
+        }
+        pthread_join(th, NULL);
+        ck_assert_int_eq(t.result, -EBADF);
+        /* ...and it left nothing behind: the range is still owner 0xb2's alone. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0xb2, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fe, 0xe5, 0, INT64_MAX), F_UNLCK);
+
+        /* The same for flock: a wait on a released handle is answered. */
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fd = o.fh;
+        }
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0, F_WRLCK, 0, 0, true, NULL), 0);
+        t = (LockThread) { .nodeid = e.nodeid, .fh = fd, .owner = 0, .unique = 2003, .flock_ = true, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&t.result), 12345);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fd), 0);
+        if (!lock_thread_answered(&t, 2000)) {
+                ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0, F_UNLCK, 0, 0, true, NULL), 0);
+                pthread_join(th, NULL);
+                ck_abort_msg("flock wait on a released handle still waiting 2 s after RELEASE");
+        }
+        pthread_join(th, NULL);
+        ck_assert_int_eq(t.result, -EBADF);
+
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fe), 0);
+}
+END_TEST
+
+/* Issue 13 item 5: a lock wait keeps using its owner's lock fd while FLUSH of that owner on another
+ * queue closes it. The fd number is then reused by another open file (filled here on purpose), and
+ * a wait that still used the number would lock that file and report success while the lock it
+ * waits for is still held. */
+START_TEST(test_lock_fd_flush_race) {
+        struct fuse_entry_out e;
+        uint64_t fa, fb;
+        pthread_t th;
+        LockThread t;
+        int fillers[64];
+        const char *other = share_path("filler");
+
+        do_init();
+        ck_assert_int_eq(create(1, "plk", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fa), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fb = o.fh;
+        }
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, INT64_MAX, false, NULL), 0);
+        t = (LockThread){ .nodeid = e.nodeid, .fh = fb, .owner = 0x2, .unique = 3001, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&t.result), 12345);
+
+        /* The waiting owner's process closes another descriptor of the file: its POSIX locks go
+         * (it holds none), its wait goes on. Whatever fd numbers that freed get other files. */
+        ck_assert_int_eq(flush_req(e.nodeid, fb, 0x2), 0);
+        for (unsigned i = 0; i < ELEMENTSOF(fillers); i++)
+                ck_assert_int_ge(fillers[i] = open(other, O_RDWR | O_CREAT | O_CLOEXEC, 0600), 0);
+        usleep(100000);
+        ck_assert_msg(atomic_load(&t.result) == 12345, "SETLKW answered %d while the lock is still held",
+                      atomic_load(&t.result));
+
+        /* The holder lets go: the waiter gets the lock it asked for, on the right file. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(t.result, 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fa, 0x3, 0, INT64_MAX), F_WRLCK);
+        for (unsigned i = 0; i < ELEMENTSOF(fillers); i++) {
+                struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+                ck_assert_int_eq(fcntl(fillers[i], F_OFD_GETLK, &fl), 0);
+                ck_assert_int_eq(fl.l_type, F_UNLCK);
+                close(fillers[i]);
+        }
+        ck_assert_int_eq(flush_req(e.nodeid, fb, 0x2), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fa, 0x3, 0, INT64_MAX), F_UNLCK);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+}
+END_TEST
+
+static void interrupt_req(uint64_t unique) {
+        Args *a = args_new();
+        struct fuse_interrupt_in ii = { .unique = unique };
+        args_add(a, &ii, sizeof ii);
+        ck_assert_int_eq(call_full(FUSE_INTERRUPT, 0, a, 16, NULL), NO_REPLY);
+        free(a);
+}
+
+/* Issue 13 item 1: a guest can send two blocking SETLKW with the same unique. The second must not
+ * take over the first one's place among the waiters: an INTERRUPT would then orphan the first (a
+ * queue stop waits for it forever), and once the first returns the table would hold a pointer into
+ * its dead stack frame, which the INTERRUPT below reads (ASan: detect_stack_use_after_return=1). */
+START_TEST(test_setlkw_same_unique) {
+        struct fuse_entry_out e;
+        uint64_t fa, fb, fc;
+        pthread_t t1, t2;
+        LockThread w1, w2;
+        bool refused;
+
+        do_init();
+        ck_assert_int_eq(create(1, "uniq", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fa), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fb = o.fh;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fc = o.fh;
+        }
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, 9, false, NULL), 0);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 100, 109, false, NULL), 0);
+
+        w1 = (LockThread){ .nodeid = e.nodeid,
+                           .fh = fb,
+                           .owner = 0x2,
+                           .unique = 4001,
+                           .range = true,
+                           .start = 0,
+                           .end = 9,
+                           .result = 12345 };
+        ck_assert_int_eq(pthread_create(&t1, NULL, setlkw_thread, &w1), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&w1.result), 12345);
+        w2 = (LockThread){ .nodeid = e.nodeid,
+                           .fh = fc,
+                           .owner = 0x3,
+                           .unique = 4001,
+                           .range = true,
+                           .start = 100,
+                           .end = 109,
+                           .result = 12345 };
+        ck_assert_int_eq(pthread_create(&t2, NULL, setlkw_thread, &w2), 0);
+        refused = lock_thread_answered(&w2, 500);
+
+        /* The first waiter's lock comes free: it returns. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_UNLCK, 0, 9, false, NULL), 0);
+        ck_assert(lock_thread_answered(&w1, 2000));
+        pthread_join(t1, NULL);
+        ck_assert_int_eq(w1.result, 0);
+        /* An INTERRUPT of that unique now finds nothing to cancel (and touches no dead frame). */
+        interrupt_req(4001);
+
+        /* Let everything go, then check. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+        pthread_join(t2, NULL);
+        ck_assert_msg(refused, "a second SETLKW with a unique already waiting was not refused");
+        ck_assert_int_eq(w2.result, -EINVAL);
+
+        /* The unique is free again once its request is answered: a new wait with it can be
+         * interrupted, and the interrupt reaches that one. */
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0x2, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, INT64_MAX, false, NULL), 0);
+        w1 = (LockThread){ .nodeid = e.nodeid, .fh = fb, .owner = 0x2, .unique = 4001, .result = 12345 };
+        ck_assert_int_eq(pthread_create(&t1, NULL, setlkw_thread, &w1), 0);
+        usleep(50000);
+        ck_assert_int_eq(atomic_load(&w1.result), 12345);
+        interrupt_req(4001);
+        ck_assert(lock_thread_answered(&w1, 2000));
+        pthread_join(t1, NULL);
+        ck_assert_int_eq(w1.result, -EINTR);
+
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fc), 0);
+}
+END_TEST
+
+/* A SETLKW on a thread that must not wait (the executor could not give it a helper): one
+ * attempt, ENOLCK when the lock is taken, the lock when it is free. The header is the caller's
+ * copy: the bytes in the chain after it are the arguments only. */
+static int setlkw_no_wait(uint64_t nodeid, uint64_t fh, uint64_t owner) {
+        struct fuse_lk_in l = { .fh = fh, .owner = owner, .lk = { .start = 0, .end = INT64_MAX, .type = F_WRLCK } };
+        struct fuse_in_header h = { .len = sizeof h + sizeof l,
+                                    .opcode = FUSE_SETLKW,
+                                    .unique = atomic_fetch_add(&next_unique, 2),
+                                    .nodeid = nodeid };
+        uint8_t out[sizeof(struct fuse_out_header)];
+        struct iovec vi = { &l, sizeof l }, vo = { out, sizeof out };
+        struct fuse_out_header oh;
+        ChainIter in, o;
+        FuseReqInfo info;
+
+        chain_iter_init(&in, &vi, 1);
+        chain_iter_init(&o, &vo, 1);
+        ck_assert_uint_eq(fuse_server_process_header(srv, &h, &in, &o, false, &info), sizeof oh);
+        memcpy(&oh, out, sizeof oh);
+        ck_assert_uint_eq(oh.unique, h.unique);
+        ck_assert_uint_eq(info.opcode, FUSE_SETLKW);
+        return oh.error;
+}
+
+START_TEST(test_setlkw_without_helper) {
+        struct fuse_entry_out e;
+        uint64_t fa, fb;
+        struct timespec t0, t1;
+
+        do_init();
+        ck_assert_int_eq(create(1, "nowait", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fa), 0);
+        {
+                struct fuse_open_out o;
+                ck_assert_int_eq(open_req(FUSE_OPEN, e.nodeid, O_RDWR, &o), 0);
+                fb = o.fh;
+        }
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, 0, false, NULL), 0);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ck_assert_int_eq(setlkw_no_wait(e.nodeid, fb, 0x2), -ENOLCK);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ck_assert_int_lt((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000, 500);
+        ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_UNLCK, 0, 0, false, NULL), 0);
+        ck_assert_int_eq(setlkw_no_wait(e.nodeid, fb, 0x2), 0);
+        ck_assert_uint_eq(lock_seen(e.nodeid, fa, 0x3, 0, 0), F_WRLCK);
         ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fa), 0);
         ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fb), 0);
 }
@@ -2617,6 +2919,10 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_credentials);
         tcase_add_test(tc, test_fd_budget);
         tcase_add_test(tc, test_locks);
+        tcase_add_test(tc, test_locks_release);
+        tcase_add_test(tc, test_lock_fd_flush_race);
+        tcase_add_test(tc, test_setlkw_same_unique);
+        tcase_add_test(tc, test_setlkw_without_helper);
         tcase_add_test(tc, test_concurrent);
         tcase_add_test(tc, test_init_features);
         tcase_add_test(tc, test_submounts);

@@ -38,8 +38,12 @@ typedef struct QueueRequest {
         VqElem elem;
         ExecWork work;   /* link and entry point while handed to the executor */
         Queue *q;
-        ExecClass class; /* from exec_classify(), for the executor's estimates */
+        ExecClass class; /* from exec_classify_header(), for the executor's estimates */
         ExecRoute route;
+        /* The FUSE header, copied out of guest memory once: the route and the FUSE server both go
+         * by this copy, so a guest rewriting the header cannot make a lock wait run inline. */
+        struct fuse_in_header hdr;
+        bool have_hdr; /* false: the chain is shorter than a header */
         bool sample;       /* measure its CPU time for the executor (executor_want_sample()) */
         uint64_t start_ns; /* CLOCK_MONOTONIC when dispatched: latency = completion - this */
 } QueueRequest;
@@ -166,7 +170,7 @@ static void queue_complete(Queue *q, VqElem *e, uint32_t len, bool may_defer) {
 }
 
 /* Runs one request to completion, on the queue thread or on whichever thread it was handed to. */
-static void queue_run_request(Queue *q, QueueRequest *r, bool may_defer) {
+static void queue_run_request(Queue *q, QueueRequest *r, bool may_defer, bool may_wait) {
         Device *d = q->dev;
         VqElem *e = &r->elem;
         ChainIter in, out;
@@ -180,7 +184,10 @@ static void queue_run_request(Queue *q, QueueRequest *r, bool may_defer) {
                 run_ns = now_ns();
                 cpu_ns = thread_cpu_ns();
         }
-        len = fuse_server_process(d->fs, &in, &out, &info);
+        if (r->have_hdr && chain_skip(&in, sizeof r->hdr) >= 0)
+                len = fuse_server_process_header(d->fs, &r->hdr, &in, &out, may_wait, &info);
+        else
+                len = fuse_server_process(d->fs, &in, &out, &info); /* answers "no header" */
 
         /* The second clock read of this request (sampled ones read two more); statistics and the
          * executor's estimates share it. Both before the completion, which may free the queue. */
@@ -199,7 +206,9 @@ static void queue_run_request(Queue *q, QueueRequest *r, bool may_defer) {
 static void queue_run_work(ExecWork *w) {
         QueueRequest *r = (QueueRequest *) ((char *) w - offsetof(QueueRequest, work));
 
-        queue_run_request(r->q, r, false);
+        /* Only a helper thread of its own may wait for a lock: not a pool worker, and not the queue
+         * thread that ran it because no helper could be created. */
+        queue_run_request(r->q, r, false, r->route == EXEC_ROUTE_HELPER && !w->on_submitter);
 }
 
 /* The dispatch seam: runs the request here or hands it to the executor. backlog = requests of this
@@ -208,16 +217,17 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog) {
         Device *d = q->dev;
         QueueRequest *r = queue_request(e);
         ChainIter in;
-        uint32_t opcode;
 
         r->route = EXEC_ROUTE_INLINE;
         r->class = EXEC_CLASS_META;
         r->sample = false;
+        chain_iter_init(&in, e->iov, e->n_in);
+        r->have_hdr = chain_read(&in, &r->hdr, sizeof r->hdr) >= 0;
         if (d->stats)
                 stats_begin(d->stats);
         if (d->executor) {
-                chain_iter_init(&in, e->iov, e->n_in);
-                r->class = exec_classify(&in, &opcode);
+                if (r->have_hdr)
+                        r->class = exec_classify_header(&r->hdr, &in);
                 /* hiprio carries FORGET and INTERRUPT: always here, except a (misplaced) lock wait. */
                 if (q->index != DEVICE_HIPRIO_QUEUE || r->class == EXEC_CLASS_LOCK_WAIT)
                         r->route = executor_route(&q->exec, r->class, backlog);
@@ -233,7 +243,7 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog) {
         }
         r->start_ns = now_ns();
         if (r->route == EXEC_ROUTE_INLINE) {
-                queue_run_request(q, r, backlog > 0);
+                queue_run_request(q, r, backlog > 0, false);
                 return;
         }
         r->work.run = queue_run_work;
@@ -458,13 +468,43 @@ static void *queue_thread(void *userdata) {
         return NULL;
 }
 
+/* deadline = now + QUEUE_STOP_GRACE_MS on the monotonic clock, or on the realtime clock
+ * (pthread_timedjoin_np() measures that one). */
+static struct timespec stop_deadline(clockid_t clock) {
+        struct timespec until;
+
+        clock_gettime(clock, &until);
+        until.tv_nsec += QUEUE_STOP_GRACE_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+        }
+        return until;
+}
+
 /* Stops the queue thread and waits for the requests it popped. Main thread only. */
 static void queue_stop(Queue *q) {
         if (!q->thread_running)
                 return;
         atomic_store(&q->stopping, true);
         (void) eventfd_write(q->wake_fd, 1);
-        pthread_join(q->thread, NULL);
+        /* The queue thread finishes its batch before it exits. It never waits for a lock itself
+         * (fuse_server_process_header(), may_wait), but should it ever, joining first and
+         * cancelling after would wait forever: blocking waits are cancelled every grace period
+         * while the join waits, as below for requests running elsewhere. */
+        for (;;) {
+                struct timespec until = stop_deadline(CLOCK_REALTIME);
+                int r = pthread_timedjoin_np(q->thread, NULL, &until);
+
+                if (r == 0)
+                        break;
+                if (r != ETIMEDOUT) {
+                        (void) pthread_join(q->thread, NULL);
+                        break;
+                }
+                log_debug("Queue %u: stopping with its thread busy, cancelling blocking waits", q->index);
+                fuse_server_cancel_waits(q->dev->fs);
+        }
         q->thread_running = false;
         q->epoll_fd = safe_close(q->epoll_fd);
         /* Inline processing completes everything before the thread exits; requests handed to pool
@@ -473,14 +513,8 @@ static void queue_stop(Queue *q) {
          * blocking waits are cancelled, which answers them with EINTR. */
         pthread_mutex_lock(&q->lock);
         while (atomic_load_explicit(&q->inflight, memory_order_acquire) > 0) {
-                struct timespec until;
+                struct timespec until = stop_deadline(CLOCK_MONOTONIC);
 
-                clock_gettime(CLOCK_MONOTONIC, &until);
-                until.tv_nsec += QUEUE_STOP_GRACE_MS * 1000000L;
-                if (until.tv_nsec >= 1000000000L) {
-                        until.tv_sec++;
-                        until.tv_nsec -= 1000000000L;
-                }
                 while (atomic_load_explicit(&q->inflight, memory_order_acquire) > 0)
                         if (pthread_cond_timedwait(&q->idle_cond, &q->lock, &until) == ETIMEDOUT)
                                 break;

@@ -1,64 +1,6 @@
-/* executor.c: inline, pool and auto request execution, switchable while requests flow.
- *
- * Data path. Each queue thread asks executor_route() where the request it just popped runs. That
- * reads the mode (one relaxed atomic load of a word written only on a switch) and the queue's own
- * ExecQueue; the inline path takes no lock and writes nothing shared. Handing a request over appends
- * it to a worker set's list under that set's mutex (a mutex + condvar MPMC list: a hand-off wakes a
- * thread anyway, which costs far more than the uncontended lock).
- *
- * Two worker sets:
- *   pool     N workers (pool and auto modes; none in inline mode). Requests are taken in FIFO
- *            order by whichever worker is free.
- *   helpers  threads for requests that wait on something the guest controls (SETLKW: until another
- *            owner unlocks). They must not occupy the pool, or a pool of one would stall behind a
- *            lock wait; and in inline mode they must not occupy the queue thread. A helper is
- *            created when no idle helper is left (at most EXECUTOR_MAX_HELPERS; beyond that lock
- *            waits queue behind each other, never behind other requests) and exits after
- *            EXEC_HELPER_LINGER_MS idle.
- *
- * Switching. executor_set_mode() (control thread, decisions serialised by ctl_lock) sets the pool's
- * target size and then publishes the mode; queue threads see the new mode at their next request, so
- * a switch takes effect within one request's service time. A request is handed over by exactly one
- * queue thread into exactly one list and taken by exactly one worker (under the set's lock), so no
- * switch can lose or duplicate it: work already in the pool when the mode goes back to inline is
- * finished by the pool. Growing creates the missing workers before set_mode returns (the mode is
- * published first: requests handed over meanwhile wait for the workers coming up). Shrinking only
- * lowers the target: idle workers are woken one after another and exit, busy ones after their
- * current request; the last worker never exits while work is queued (so inline mode, target 0,
- * still drains the pool). A queue thread that read "pool" just before a switch to inline may hand
- * over to an empty pool; executor_submit() then starts a worker for it. Exited workers are joined
- * by later control calls (without waiting for threads still on their way out) and by
- * executor_free().
- *
- * Auto mode, per request (documented for operators in docs/threading.md):
- *   1. SETLKW goes to a helper (as in every mode).
- *   2. Work that *waits* (more than half of its service time, and at least EXEC_WAIT_MIN_NS, off the
- *      CPU: for the disk, for another lock) goes to the pool when its class is estimated at
- *      EXEC_SLOW_NS or more, even with nothing queued behind it, so it never holds up the requests
- *      that will arrive meanwhile.
- *   3. Otherwise, with backlog B requests waiting behind it in this queue (the rest of the popped
- *      batch plus what vq_pending() saw in the ring) and estimate S for its class: if
- *      (B + 1) * S > EXEC_BACKLOG_BUDGET_NS, the queue has backed up: waiting work goes to the pool,
- *      unless the pool already has twice as many requests waiting as it has workers (then the queue
- *      thread helps by running it). Else, and for all CPU-bound work, inline, in guest order.
- *   CPU-bound work stays on the queue thread however deep the backlog. A worker could only add the
- *   CPU it runs on, while every hand-off costs a wake-up, a cache miss and the guest's order; with
- *   the guest's vCPUs and other queues competing for the host's CPUs that was a loss in every
- *   measurement (vufs-bench QD 16 on two CPUs: a pool of 4 did 0.2-0.6x of inline on every
- *   CPU-bound workload, pinned to one CPU or not; the seeds measured the same for synchronous I/O).
- *   A pool pays off when requests wait, so that is what auto hands over.
- *   Service time estimates are per queue and class: an EWMA (weight 1/8) of measured inline service
- *   times. A handed-off request's latency (wait + service) is an upper bound of its service time,
- *   so it can only lower an estimate. Waiting work of more than 25 µs leaves with one request behind
- *   it, of 20-25 µs with two (the anchors' prototype switched at 3 queued, whatever the requests
- *   were).
- *   The off-CPU part comes from sampling: one request in sample_every[class] reads its thread's CPU
- *   clock before and after (wherever it runs); its service time minus that CPU time is what it
- *   waited. May-block classes (large READ/WRITE >= 128 KiB, FSYNC, FSYNCDIR, SYNCFS, FALLOCATE,
- *   COPY_FILE_RANGE; estimated at 1 ms) start as waiting, the others as CPU-bound; samples correct
- *   both within a few thousand requests, so a class first judged slow and waiting (fsync on tmpfs)
- *   comes back inline once it proves cheap, and one that starts waiting (reads that miss the host's
- *   page cache) leaves the queue thread. */
+/* executor.c: the worker pool and the helper threads: inline, pool and auto request execution,
+ * switchable while requests flow. How it works (hand-off, switching, the auto rules) is written
+ * up in docs/threading.md, "Inside the executor"; the auto policy itself is in auto-policy.c. */
 #include "executor.h"
 
 #include <linux/fuse.h>
@@ -68,75 +10,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "executor-internal.h"
 #include "log.h"
 #include "util.h"
 
-#define EXEC_BACKLOG_BUDGET_NS 50000u /* auto: work waiting in one queue before it is shared out */
-#define EXEC_SLOW_NS 200000u          /* auto: waiting work at least this slow always leaves */
-/* auto: off-CPU time below this is not worth a hand-off (which costs a few µs itself), and is what
- * preemption or a page fault adds to a CPU-bound request now and then */
-#define EXEC_WAIT_MIN_NS 20000u
-#define EXEC_EWMA_SHIFT 3             /* estimate += (sample - estimate) / 8 */
 #define EXEC_HELPER_LINGER_MS 1000
-/* auto: one request of a class in this many has its CPU time measured. Reading a thread's CPU clock
- * is a system call (1.3 µs on the development VM, twice per sample): 1 in 256 costs a 3 µs GETATTR
- * 0.3 %; may-block classes (tens of µs and more) are sampled more often, so that their rarer
- * requests still correct the starting guess soon. Counted per class, so rare classes get samples. */
-static const uint16_t sample_every[_EXEC_CLASS_MAX] = {
-        [EXEC_CLASS_META] = 256, [EXEC_CLASS_DIR] = 32,  [EXEC_CLASS_IO] = 256,
-        [EXEC_CLASS_LARGE_IO] = 32, [EXEC_CLASS_SYNC] = 8, [EXEC_CLASS_LOCK_WAIT] = 8,
-};
-
-static const uint32_t est_initial_ns[_EXEC_CLASS_MAX] = {
-        [EXEC_CLASS_META] = 12500,       [EXEC_CLASS_DIR] = 25000,     [EXEC_CLASS_IO] = 12500,
-        [EXEC_CLASS_LARGE_IO] = 1000000, [EXEC_CLASS_SYNC] = 1000000, [EXEC_CLASS_LOCK_WAIT] = 1000000,
-};
-
-typedef struct WorkerSet WorkerSet;
-
-typedef struct Worker {
-        struct Worker *next; /* WorkerSet.dead once exited */
-        pthread_t thread;
-        WorkerSet *set;
-        unsigned id;
-} Worker;
-
-struct WorkerSet {
-        const char *name;
-        bool helpers; /* on demand, linger, one request per thread; else a sized pool */
-
-        /* Guards the work list and the worker bookkeeping below. Taken by queue threads handing work
-         * over, by workers taking it, and by control calls; held only for list and counter updates,
-         * never while a request runs or a thread is created. */
-        pthread_mutex_t lock;
-        pthread_cond_t work_cond; /* idle workers: work arrived, or the target shrank */
-        pthread_cond_t exit_cond; /* executor_free(): the last worker exited */
-        ExecWork *head, *tail;
-        _Atomic unsigned queued; /* length of the list; written under lock, read lock-free by auto */
-        _Atomic unsigned live;   /* workers alive or being created; written under lock */
-        unsigned idle;           /* workers waiting on work_cond */
-        unsigned target;         /* pool: workers wanted; helpers: 0 */
-        unsigned cap;
-        bool stopping;
-        Worker *dead; /* exited, waiting to be joined */
-        unsigned next_id;
-        _Atomic uint64_t submitted;
-};
-
-struct Executor {
-        _Atomic int mode; /* ThreadMode; written under ctl_lock, read by every queue thread */
-
-        /* Serialises control-plane decisions (set_mode, get_state, queue attach/detach, free); not
-         * held while set_mode creates threads. Never taken on the data path. */
-        pthread_mutex_t ctl_lock;
-        unsigned pool_size;
-        uint64_t switches;
-        ExecQueue *queues;
-        /* Counters of detached queues. */
-        uint64_t gone_inline, gone_pool, gone_helper, gone_auto_inline, gone_auto_pool;
-
-        WorkerSet pool, helpers;
-};
 
 static const char *const thread_mode_table[_THREAD_MODE_MAX] = {
         [THREAD_MODE_INLINE] = "inline",
@@ -384,6 +262,7 @@ static void worker_set_run_orphans(WorkerSet *ws) {
                 pthread_mutex_unlock(&ws->lock);
                 if (!w)
                         return;
+                w->on_submitter = true;
                 w->run(w);
         }
 }
@@ -519,18 +398,9 @@ void executor_get_state(Executor *e, ExecutorState *ret) {
         pthread_mutex_unlock(&e->ctl_lock);
 }
 
-static bool class_may_block(ExecClass c) {
-        return c == EXEC_CLASS_LARGE_IO || c == EXEC_CLASS_SYNC || c == EXEC_CLASS_LOCK_WAIT;
-}
-
 void executor_attach_queue(Executor *e, ExecQueue *q) {
         *q = (ExecQueue) { .executor = e };
-        for (unsigned c = 0; c < _EXEC_CLASS_MAX; c++) {
-                atomic_init(&q->est_ns[c], est_initial_ns[c]);
-                /* Until measured: may-block classes wait for all their time, the rest compute. */
-                atomic_init(&q->offcpu_ns[c], class_may_block(c) ? est_initial_ns[c] : 0);
-                atomic_init(&q->oncpu_ns[c], class_may_block(c) ? 0 : est_initial_ns[c]);
-        }
+        auto_policy_init_queue(q);
         pthread_mutex_lock(&e->ctl_lock);
         q->next = e->queues;
         e->queues = q;
@@ -558,101 +428,9 @@ void executor_detach_queue(ExecQueue *q) {
         q->next = NULL;
 }
 
-/* ---- data path ---- */
-
-ExecClass exec_classify(const ChainIter *in, uint32_t *ret_opcode) {
-        ChainIter it = *in; /* a copy: the request stays unread for the FUSE server */
-        struct fuse_in_header h;
-
-        *ret_opcode = 0;
-        if (chain_read(&it, &h, sizeof h) < 0)
-                return EXEC_CLASS_META;
-        *ret_opcode = h.opcode;
-
-        switch (h.opcode) {
-        case FUSE_READ:
-        case FUSE_WRITE: {
-                /* fuse_read_in and fuse_write_in both start with fh, offset, size. */
-                uint8_t args[offsetof(struct fuse_read_in, size) + sizeof(uint32_t)];
-                uint32_t size;
-
-                _Static_assert(offsetof(struct fuse_read_in, size) == offsetof(struct fuse_write_in, size),
-                               "READ and WRITE carry their size at the same offset");
-                if (chain_read(&it, args, sizeof args) < 0)
-                        return EXEC_CLASS_IO;
-                memcpy(&size, args + offsetof(struct fuse_read_in, size), sizeof size);
-                return size >= EXEC_LARGE_IO ? EXEC_CLASS_LARGE_IO : EXEC_CLASS_IO;
-        }
-        case FUSE_READDIR:
-        case FUSE_READDIRPLUS:
-                return EXEC_CLASS_DIR;
-        case FUSE_FSYNC:
-        case FUSE_FSYNCDIR:
-        case FUSE_SYNCFS:
-        case FUSE_FALLOCATE:
-        case FUSE_COPY_FILE_RANGE:
-                return EXEC_CLASS_SYNC;
-        case FUSE_SETLKW:
-                return EXEC_CLASS_LOCK_WAIT;
-        default:
-                return EXEC_CLASS_META;
-        }
-}
-
 /* Single-writer counter bump (the queue thread owns these). */
 static inline void qcount(_Atomic uint64_t *c) {
         atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
-}
-
-static ExecRoute auto_route(Executor *e, ExecQueue *q, ExecClass c, unsigned backlog) {
-        uint64_t est = atomic_load_explicit(&q->est_ns[c], memory_order_relaxed);
-        /* More than half of the service time off the CPU (both halves from the same samples), and
-         * enough of it to pay for a hand-off. */
-        uint32_t off = atomic_load_explicit(&q->offcpu_ns[c], memory_order_relaxed);
-        bool waits = off >= EXEC_WAIT_MIN_NS && off > atomic_load_explicit(&q->oncpu_ns[c], memory_order_relaxed);
-        unsigned live, queued;
-
-        if (!waits)
-                return EXEC_ROUTE_INLINE;
-        if (est >= EXEC_SLOW_NS)
-                return EXEC_ROUTE_POOL;
-        if (backlog == 0 || ((uint64_t) backlog + 1) * est <= EXEC_BACKLOG_BUDGET_NS)
-                return EXEC_ROUTE_INLINE;
-        /* Backed up. Only now look at the pool's shared counters (lock-free reads). */
-        live = atomic_load_explicit(&e->pool.live, memory_order_relaxed);
-        queued = atomic_load_explicit(&e->pool.queued, memory_order_relaxed);
-        if (queued >= 2 * MAX(live, 1u))
-                return EXEC_ROUTE_INLINE;
-        return EXEC_ROUTE_POOL;
-}
-
-bool executor_want_sample(ExecQueue *q, ExecClass c) {
-        if (atomic_load_explicit(&q->executor->mode, memory_order_relaxed) != THREAD_MODE_AUTO)
-                return false;
-        if (q->sample_in[c] > 0) {
-                q->sample_in[c]--;
-                return false;
-        }
-        q->sample_in[c] = sample_every[c] - 1;
-        return true;
-}
-
-/* estimate += (sample - estimate) / 8, as a relaxed store: threads finishing this queue's requests
- * may update concurrently, and a lost update only delays the estimate by one sample. */
-static void ewma_update(_Atomic uint32_t *est, uint64_t sample_ns) {
-        uint32_t old = atomic_load_explicit(est, memory_order_relaxed);
-        uint32_t sample = (uint32_t) MIN(sample_ns, (uint64_t) UINT32_MAX);
-        uint32_t next = sample >= old ? old + ((sample - old) >> EXEC_EWMA_SHIFT)
-                                      : old - ((old - sample) >> EXEC_EWMA_SHIFT);
-
-        if (next != old)
-                atomic_store_explicit(est, next, memory_order_relaxed);
-}
-
-void executor_account_sample(ExecQueue *q, ExecClass c, uint64_t service_ns, uint64_t cpu_ns) {
-        cpu_ns = MIN(cpu_ns, service_ns); /* two clocks: the CPU one may run a little ahead */
-        ewma_update(&q->oncpu_ns[c], cpu_ns);
-        ewma_update(&q->offcpu_ns[c], service_ns - cpu_ns);
 }
 
 ExecRoute executor_route(ExecQueue *q, ExecClass c, unsigned backlog) {
@@ -679,19 +457,13 @@ ExecRoute executor_route(ExecQueue *q, ExecClass c, unsigned backlog) {
         return r;
 }
 
-void executor_account(ExecQueue *q, ExecClass c, uint64_t ns, bool ran_inline) {
-        /* A latency that includes waiting says nothing about a rise in service time. */
-        if (!ran_inline && ns >= atomic_load_explicit(&q->est_ns[c], memory_order_relaxed))
-                return;
-        ewma_update(&q->est_ns[c], ns);
-}
-
 void executor_submit(Executor *e, ExecWork *w, ExecRoute route) {
         WorkerSet *ws = route == EXEC_ROUTE_HELPER ? &e->helpers : &e->pool;
         unsigned live, queued, spawn = 0;
         bool wake;
 
         w->next = NULL;
+        w->on_submitter = false;
         pthread_mutex_lock(&ws->lock);
         if (ws->tail)
                 ws->tail->next = w;
@@ -725,8 +497,9 @@ void executor_submit(Executor *e, ExecWork *w, ExecRoute route) {
                 return;
 
         /* No thread could be created. Rather than lose requests, run them here: for the pool, the
-         * whole list if no worker is left; for helpers, one (this one or one ahead of it): a lock
-         * wait then holds up this queue, which is still better than never answering. */
+         * whole list if no worker is left; for helpers, one (this one or one ahead of it), marked
+         * on_submitter: the lock wait is then tried once and answered (ENOLCK when the lock is
+         * taken) instead of holding up this queue for as long as the guest likes. */
         if (!ws->helpers) {
                 worker_set_run_orphans(ws);
                 return;
@@ -734,6 +507,8 @@ void executor_submit(Executor *e, ExecWork *w, ExecRoute route) {
         pthread_mutex_lock(&ws->lock);
         w = worker_set_pop_locked(ws);
         pthread_mutex_unlock(&ws->lock);
-        if (w)
+        if (w) {
+                w->on_submitter = true; /* it must not wait for the guest here (device.c) */
                 w->run(w);
+        }
 }

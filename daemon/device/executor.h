@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <linux/fuse.h>
+
 #include "chain.h"
 
 typedef enum ThreadMode {
@@ -66,6 +68,9 @@ typedef struct ExecWork ExecWork;
 struct ExecWork {
         ExecWork *next; /* list link while queued; owned by the executor */
         void (*run)(ExecWork *w);
+        /* Set before run() when no thread could be created and the submitter (a queue thread or
+         * the control thread) runs it itself: run() must then not wait for the guest (SETLKW). */
+        bool on_submitter;
 };
 
 /* What a request is, as far as choosing a thread goes (see executor.c for the rules). */
@@ -85,6 +90,10 @@ typedef enum ExecClass {
  * nothing; the FUSE server validates the request again. Unparseable requests are META (the server
  * answers them with an error quickly). *ret_opcode is 0 when there is no header. */
 ExecClass exec_classify(const ChainIter *in, uint32_t *ret_opcode);
+/* The same from a header the caller has copied out of guest memory (and passes on to the FUSE
+ * server, so both decide from the same bytes); args = the bytes after it, not consumed. The
+ * READ/WRITE size read from args only picks between two I/O classes. */
+ExecClass exec_classify_header(const struct fuse_in_header *h, const ChainIter *args);
 
 typedef enum ExecRoute {
         EXEC_ROUTE_INLINE, /* the queue thread runs it now */
@@ -134,5 +143,6 @@ void executor_account_sample(ExecQueue *q, ExecClass c, uint64_t service_ns, uin
 void executor_account(ExecQueue *q, ExecClass c, uint64_t ns, bool ran_inline);
 
 /* Hands w to the pool (EXEC_ROUTE_POOL) or to a helper (EXEC_ROUTE_HELPER). Never fails: if no
- * thread can be created, w runs in the caller before this returns. */
+ * thread can be created, w (or work queued ahead of it) runs in the caller before this returns,
+ * with on_submitter set. */
 void executor_submit(Executor *e, ExecWork *w, ExecRoute route);

@@ -1,6 +1,7 @@
 /* fuse-server.c: FUSE request decoding, validation, dispatch and reply encoding. */
 #include "fuse-server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 /* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
@@ -56,7 +57,7 @@ struct FuseServer {
 
         /* Guards the waiter table: an insert, remove or lookup per blocking request/INTERRUPT. */
         pthread_mutex_t waiters_lock;
-        GHashTable *waiters; /* uint64_t* unique -> Waiter* */
+        GHashTable *waiters; /* uint64_t* unique -> Waiter*, key and value in the same frame */
 };
 
 typedef struct Req {
@@ -72,6 +73,7 @@ typedef struct Req {
         size_t out_len;    /* payload bytes written into out */
         FsCtx ctx;
         FuseReqInfo *info;
+        bool may_wait; /* this thread may wait for a lock for as long as it takes (a helper) */
 } Req;
 
 enum {
@@ -896,17 +898,43 @@ static int setlk_common(Req *r, bool wait) {
         if (!wait || lk.type == F_UNLCK)
                 return s->ops->setlk(s->fs, &r->ctx, r->in.nodeid, l->fh, l->owner, &lk,
                                      (l->lk_flags & FUSE_LK_FLOCK) != 0, false);
+        if (!r->may_wait) {
+                /* No thread of its own could be had (the executor could not create a helper): one
+                 * attempt, and "no lock available" rather than holding up a queue or the pool for as
+                 * long as another owner keeps the lock. */
+                k = s->ops->setlk(s->fs, &r->ctx, r->in.nodeid, l->fh, l->owner, &lk,
+                                  (l->lk_flags & FUSE_LK_FLOCK) != 0, false);
+                if (k == -EAGAIN) {
+                        log_guest("FUSE SETLKW: no thread to wait on, answering ENOLCK");
+                        k = -ENOLCK;
+                }
+                return k;
+        }
 
-        /* A blocking lock: registered so INTERRUPT (or a session reset) can cancel it. */
+        /* A blocking lock: registered so INTERRUPT (or a session reset) can cancel it. The table's
+         * key and value both live in this frame, so they must be this request's alone: a second
+         * blocking request with a unique already waiting (the guest's protocol forbids it) is
+         * refused, never put in the first one's place. Replacing the value would leave the first
+         * waiter out of reach of INTERRUPT and cancel, and the key pointing into whichever frame
+         * returns first. */
         pthread_mutex_lock(&s->waiters_lock);
-        g_hash_table_insert(s->waiters, &w.unique, &w);
+        if (g_hash_table_contains(s->waiters, &w.unique))
+                k = -EINVAL;
+        else {
+                g_hash_table_insert(s->waiters, &w.unique, &w);
+                k = 0;
+        }
         pthread_mutex_unlock(&s->waiters_lock);
+        if (k < 0) {
+                log_guest("FUSE SETLKW: unique %" PRIu64 " is already waiting", w.unique);
+                return k;
+        }
         r->ctx.interrupted = &w.interrupted;
         k = s->ops->setlk(s->fs, &r->ctx, r->in.nodeid, l->fh, l->owner, &lk, (l->lk_flags & FUSE_LK_FLOCK) != 0,
                           true);
         pthread_mutex_lock(&s->waiters_lock);
-        if (g_hash_table_lookup(s->waiters, &w.unique) == &w)
-                g_hash_table_remove(s->waiters, &w.unique);
+        assert(g_hash_table_lookup(s->waiters, &w.unique) == &w);
+        g_hash_table_remove(s->waiters, &w.unique);
         pthread_mutex_unlock(&s->waiters_lock);
         r->ctx.interrupted = NULL;
         return k;
@@ -1146,6 +1174,21 @@ static int copy_args(ChainIter *in, size_t len, uint64_t *stackbuf, size_t stack
 }
 
 uint32_t fuse_server_process(FuseServer *s, ChainIter *in, ChainIter *out, FuseReqInfo *info) {
+        struct fuse_in_header h;
+        size_t total = chain_left(in);
+
+        if (chain_read(in, &h, sizeof h) < 0) {
+                /* Not even a header: nothing to answer to. */
+                log_guest("FUSE request of %zu bytes is shorter than its header", total);
+                if (info)
+                        *info = (FuseReqInfo){ .error = -EBADMSG };
+                return 0;
+        }
+        return fuse_server_process_header(s, &h, in, out, true, info);
+}
+
+uint32_t fuse_server_process_header(FuseServer *s, const struct fuse_in_header *h, ChainIter *in, ChainIter *out,
+                                    bool may_wait, FuseReqInfo *info) {
         uint64_t argbuf[(2 * PATH_MAX + 64) / sizeof(uint64_t)];
         _cleanup_free_ char *heap = NULL;
         FuseReqInfo dummy;
@@ -1153,7 +1196,7 @@ uint32_t fuse_server_process(FuseServer *s, ChainIter *in, ChainIter *out, FuseR
         ChainIter hdr, data;
         bool can_reply;
         size_t total, extlen;
-        Req r = { .s = s };
+        Req r = { .s = s, .may_wait = may_wait };
         int err = 0;
 
         if (!info)
@@ -1161,13 +1204,11 @@ uint32_t fuse_server_process(FuseServer *s, ChainIter *in, ChainIter *out, FuseR
         *info = (FuseReqInfo) { 0 };
         r.info = info;
 
-        total = chain_left(in);
-        if (chain_read(in, &r.in, sizeof r.in) < 0) {
-                /* Not even a header: nothing to answer to. */
-                log_guest("FUSE request of %zu bytes is shorter than its header", total);
-                info->error = -EBADMSG;
-                return 0;
-        }
+        /* The caller's copy of the header, never guest memory read again: what the request is was
+         * decided (by the executor too) from these bytes, so a guest rewriting its header meanwhile
+         * changes nothing. */
+        r.in = *h;
+        total = sizeof r.in + chain_left(in);
         info->opcode = r.in.opcode;
         d = op_lookup(r.in.opcode);
         can_reply = chain_split(out, sizeof(struct fuse_out_header), &hdr) >= 0;
@@ -1325,11 +1366,15 @@ CachePolicy fuse_server_get_cache_policy(FuseServer *s) {
         return policy(s);
 }
 
+bool fuse_server_header_may_block(const struct fuse_in_header *h) {
+        return h->opcode == FUSE_SETLKW;
+}
+
 bool fuse_server_request_may_block(const ChainIter *in) {
         ChainIter copy = *in;
         struct fuse_in_header h;
 
         if (chain_read(&copy, &h, sizeof h) < 0)
                 return false;
-        return h.opcode == FUSE_SETLKW;
+        return fuse_server_header_may_block(&h);
 }

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <linux/fuse.h>
+
 #include "chain.h"
 #include "fs-options.h"
 
@@ -28,6 +30,14 @@ FuseServer *fuse_server_free(FuseServer *s);
  * Never fails: every problem becomes an error reply, or no reply when none can be written. */
 uint32_t fuse_server_process(FuseServer *s, ChainIter *in, ChainIter *out, FuseReqInfo *info);
 
+/* The same for a request whose header the caller has already copied out of guest memory (h) and
+ * used to decide where it runs; in holds the bytes after the header. The guest may have changed
+ * its header since: only h counts. may_wait: the calling thread may wait for a lock for as long as
+ * another owner holds it (a helper thread); when false a blocking SETLKW makes one attempt and is
+ * answered ENOLCK if the lock is taken, so a queue thread or pool worker is never held up. */
+uint32_t fuse_server_process_header(FuseServer *s, const struct fuse_in_header *h, ChainIter *in, ChainIter *out,
+                                    bool may_wait, FuseReqInfo *info);
+
 /* Drops every inode and handle of the session (frontend disconnected or device reset). */
 void fuse_server_reset(FuseServer *s);
 
@@ -45,3 +55,5 @@ CachePolicy fuse_server_get_cache_policy(FuseServer *s);
  * so the queue keeps moving; INTERRUPT from the guest (or a session reset) cancels the wait with
  * EINTR. Cheap: reads only the opcode. */
 bool fuse_server_request_may_block(const ChainIter *in);
+/* The same from a copied header. */
+bool fuse_server_header_may_block(const struct fuse_in_header *h);

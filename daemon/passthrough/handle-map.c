@@ -127,8 +127,10 @@ int handle_map_remove(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir) 
 
         pthread_mutex_lock(&s->lock);
         h = find_locked(s, fh, nodeid, want_dir);
-        if (h)
+        if (h) {
                 g_hash_table_remove(s->by_fh, &fh);
+                atomic_store(&h->released, true);
+        }
         pthread_mutex_unlock(&s->lock);
         if (!h)
                 return -EBADF;
@@ -147,6 +149,7 @@ void handle_map_clear(HandleMap *m) {
                 g_hash_table_iter_init(&it, s->by_fh);
                 while (g_hash_table_iter_next(&it, &k, &v)) {
                         g_hash_table_iter_steal(&it);
+                        atomic_store(&((Handle *) v)->released, true);
                         g_ptr_array_add(gone, v);
                 }
                 pthread_mutex_unlock(&s->lock);

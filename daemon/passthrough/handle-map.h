@@ -32,6 +32,9 @@ typedef struct Handle {
         /* In-flight users + 1 while in the map. Atomic: only finding a handle by fh takes the shard
          * lock, dropping it takes none. */
         _Atomic uint64_t refs;
+        /* Set when RELEASE(DIR) or a session reset takes it out of the map: requests still using
+         * it finish, but a lock wait through it ends (locks.c). */
+        _Atomic bool released;
 } Handle;
 
 int handle_map_new(HandleMap **ret, FdBudget *budget);

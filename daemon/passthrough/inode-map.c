@@ -82,16 +82,10 @@ int inode_map_new(InodeMap **ret, FdBudget *budget) {
 }
 
 static void inode_destroy(Inode *i) {
-        if (i->plocks) {
-                GHashTableIter it;
-                gpointer k, v;
-                g_hash_table_iter_init(&it, i->plocks);
-                while (g_hash_table_iter_next(&it, &k, &v)) {
-                        safe_close(GPOINTER_TO_INT(v) - 1);
-                        fd_budget_release(i->map->budget);
-                }
+        /* The lock table frees its entries itself (locks.c): each closes its fd and gives it back
+         * to the budget. */
+        if (i->plocks)
                 g_hash_table_destroy(i->plocks);
-        }
         pthread_mutex_destroy(&i->plock_mutex);
         safe_close(i->fd);
         fd_budget_release(i->map->budget);

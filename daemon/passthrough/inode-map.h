@@ -43,7 +43,8 @@ typedef struct Inode {
         _Atomic uint64_t refs;
 
         /* POSIX locks: one OFD per guest lock owner, so owners conflict and one owner's locks
-         * merge as the kernel expects. plock_mutex guards the table (lock owner -> fd); it is held
+         * merge as the kernel expects. plock_mutex guards the table (lock owner -> PLock, see
+         * locks.c); it is held
          * only to find or add an entry, never across a blocking fcntl. */
         pthread_mutex_t plock_mutex;
         void *plocks;     /* GHashTable*, created on first use */

@@ -27,19 +27,12 @@
 #include "dir-stream.h"
 #include "handle-map.h"
 #include "inode-map.h"
+#include "locks.h"
+#include "passthrough-internal.h"
 
 /* struct fuse_setattr_in valid bits, without pulling the whole protocol header in here. */
 #include <linux/fuse.h>
 
-struct Passthrough {
-        FsOptions opts;
-        char *shared_dir;
-        FdBudget budget;
-        InodeMap *inodes;
-        HandleMap *handles;
-        int proc_self_fd;     /* /proc/self/fd: re-opening O_PATH handles without following links */
-        _Atomic bool writeback; /* negotiated for the current session */
-};
 
 #define STATX_WANT (STATX_BASIC_STATS | STATX_MNT_ID)
 
@@ -92,7 +85,7 @@ static void proc_name(char buf[static 16], int fd) {
 /* Re-opens an inode for I/O through /proc/self/fd. Only regular files and directories: opening a
  * device node or FIFO the guest created would reach host devices or block (CVE-2020-35517). The
  * caller has taken one fd of the budget for the result. */
-static int reopen_inode(Passthrough *p, Inode *i, int flags) {
+int reopen_inode(Passthrough *p, Inode *i, int flags) {
         char name[16];
         int fd;
 
@@ -843,25 +836,6 @@ static ssize_t pt_write(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, 
         return n < 0 ? negative_errno() : n;
 }
 
-/* Drops the OFD lock fd of one lock owner (its POSIX locks go with it). */
-static void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
-        int fd = -1;
-
-        pthread_mutex_lock(&i->plock_mutex);
-        if (i->plocks) {
-                gpointer v;
-                if (g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v)) {
-                        fd = GPOINTER_TO_INT(v) - 1;
-                        g_hash_table_remove(i->plocks, &owner);
-                }
-        }
-        pthread_mutex_unlock(&i->plock_mutex);
-        if (fd >= 0) {
-                safe_close(fd);
-                fd_budget_release(&p->budget);
-        }
-}
-
 static int pt_flush(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t lock_owner) {
         Passthrough *p = fs;
         _cleanup_(handle_unrefp) Handle *h = NULL;
@@ -892,7 +866,13 @@ static int pt_release(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
                 return r;
         if (flock_unlock)
                 (void) flock(h->fd, LOCK_UN);
-        return handle_map_remove(p->handles, fh, nodeid, 0);
+        r = handle_map_remove(p->handles, fh, nodeid, 0);
+        if (r < 0)
+                return r;
+        /* The last close of the guest's open file: the POSIX locks of its owners are gone already
+         * (FLUSH), what is left was taken through this file (OFD locks) and ends with it. */
+        plock_drop_handle(p, h);
+        return 0;
 }
 
 /* FSYNC and FSYNCDIR: is_dir says which kind of handle fh must be. */
@@ -1276,156 +1256,6 @@ static ssize_t pt_copy_file_range(void *fs, const FsCtx *c, uint64_t nodeid_in, 
                 return r;
         n = copy_file_range(a->fd, &oi, b->fd, &oo, (size_t) MIN(len, (uint64_t) SSIZE_MAX), 0);
         return n < 0 ? negative_errno() : n;
-}
-
-/* ---- locks ---- */
-
-/* The OFD fd that carries the POSIX locks of one lock owner on this inode, opened on first use
- * with the access mode of the handle the owner locks through. */
-static int plock_fd(Passthrough *p, Handle *h, uint64_t owner) {
-        Inode *i = h->inode;
-        int fd = -1, nfd;
-        gpointer v;
-
-        pthread_mutex_lock(&i->plock_mutex);
-        if (i->plocks && g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
-                fd = GPOINTER_TO_INT(v) - 1;
-        pthread_mutex_unlock(&i->plock_mutex);
-        if (fd >= 0)
-                return fd;
-
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        nfd = reopen_inode(p, i, h->flags & O_ACCMODE);
-        if (nfd < 0) {
-                fd_budget_release(&p->budget);
-                return nfd;
-        }
-        pthread_mutex_lock(&i->plock_mutex);
-        if (!i->plocks)
-                i->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-        if (g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v))
-                fd = GPOINTER_TO_INT(v) - 1; /* another thread of the same owner won */
-        else {
-                uint64_t *k = g_new(uint64_t, 1);
-                *k = owner;
-                g_hash_table_insert(i->plocks, k, GINT_TO_POINTER(nfd + 1));
-                fd = TAKE_FD(nfd);
-        }
-        pthread_mutex_unlock(&i->plock_mutex);
-        if (nfd >= 0) {
-                safe_close(nfd);
-                fd_budget_release(&p->budget);
-        }
-        return fd;
-}
-
-static int flock_from_fs(struct flock *fl, const FsLock *lk) {
-        if (lk->type != F_RDLCK && lk->type != F_WRLCK && lk->type != F_UNLCK)
-                return -EINVAL;
-        if (lk->start > INT64_MAX || lk->end < lk->start)
-                return -EINVAL;
-        *fl = (struct flock) { .l_type = (short) lk->type, .l_whence = SEEK_SET, .l_start = (off_t) lk->start };
-        /* FUSE carries an inclusive end; OFFSET_MAX (or more) means "to the end of the file". */
-        fl->l_len = lk->end >= (uint64_t) INT64_MAX ? 0 : (off_t) (lk->end - lk->start + 1);
-        return 0;
-}
-
-static int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, FsLock *lk) {
-        Passthrough *p = fs;
-        _cleanup_(handle_unrefp) Handle *h = NULL;
-        struct flock fl;
-        int r, fd;
-
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
-        if (r < 0)
-                return r;
-        r = flock_from_fs(&fl, lk);
-        if (r < 0)
-                return r;
-        fd = plock_fd(p, h, owner);
-        if (fd < 0)
-                return fd;
-        if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
-                return negative_errno();
-        lk->type = (uint32_t) fl.l_type;
-        if (fl.l_type != F_UNLCK) {
-                lk->start = (uint64_t) fl.l_start;
-                lk->end = fl.l_len == 0 ? (uint64_t) INT64_MAX : (uint64_t) (fl.l_start + fl.l_len - 1);
-        }
-        lk->pid = 0; /* OFD locks have no owning process to report */
-        return 0;
-}
-
-/* One pause of a blocking lock wait. Waits poll with a growing pause instead of sleeping in
- * F_OFD_SETLKW/flock(): the guest can cancel them (INTERRUPT), which a thread stuck in the kernel
- * would not notice. The pause stays at most 20 ms so a freed lock is taken quickly. */
-static int lock_wait_step(const FsCtx *c, long *delay_us) {
-        struct timespec ts = { 0, *delay_us * 1000 };
-
-        if (c->interrupted && atomic_load(c->interrupted))
-                return -EINTR;
-        nanosleep(&ts, NULL);
-        *delay_us = MIN(*delay_us * 2, 20000L);
-        if (c->interrupted && atomic_load(c->interrupted))
-                return -EINTR;
-        return 0;
-}
-
-static int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk,
-                    bool is_flock, bool wait) {
-        Passthrough *p = fs;
-        _cleanup_(handle_unrefp) Handle *h = NULL;
-        struct flock fl;
-        long delay_us = 1000;
-        int r, fd;
-
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
-        if (r < 0)
-                return r;
-        if (is_flock) {
-                int op;
-
-                if (lk->type == F_RDLCK)
-                        op = LOCK_SH | LOCK_NB;
-                else if (lk->type == F_WRLCK)
-                        op = LOCK_EX | LOCK_NB;
-                else if (lk->type == F_UNLCK)
-                        op = LOCK_UN;
-                else
-                        return -EINVAL;
-                /* flock() belongs to the open file, which is the guest's fh. */
-                for (;;) {
-                        if (flock(h->fd, op) >= 0)
-                                return 0;
-                        r = negative_errno();
-                        if (r != -EWOULDBLOCK || !wait)
-                                return r;
-                        r = lock_wait_step(c, &delay_us);
-                        if (r < 0)
-                                return r;
-                }
-        }
-        r = flock_from_fs(&fl, lk);
-        if (r < 0)
-                return r;
-        fd = plock_fd(p, h, owner);
-        if (fd < 0)
-                return fd;
-        for (;;) {
-                struct flock attempt = fl;
-
-                if (fcntl(fd, F_OFD_SETLK, &attempt) >= 0)
-                        return 0;
-                r = negative_errno();
-                if (r == -EACCES)
-                        r = -EAGAIN;
-                if (r != -EAGAIN || !wait)
-                        return r;
-                r = lock_wait_step(c, &delay_us);
-                if (r < 0)
-                        return r;
-        }
 }
 
 const FsOps passthrough_ops = {

@@ -1,0 +1,25 @@
+/* passthrough-internal.h: the Passthrough state shared by passthrough.c and locks.c. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "fd-budget.h"
+#include "fs-options.h"
+#include "handle-map.h"
+#include "inode-map.h"
+#include "passthrough.h"
+
+struct Passthrough {
+        FsOptions opts;
+        char *shared_dir;
+        FdBudget budget;
+        InodeMap *inodes;
+        HandleMap *handles;
+        int proc_self_fd;     /* /proc/self/fd: re-opening O_PATH handles without following links */
+        _Atomic bool writeback; /* negotiated for the current session */
+};
+
+/* Re-opens an inode for I/O through /proc/self/fd (regular files and directories only). The
+ * caller has taken one fd of the budget for the result. */
+int reopen_inode(Passthrough *p, Inode *i, int flags);
