@@ -93,6 +93,10 @@ static void help(void) {
                "                            system call allowlist; what a call outside it does\n"
                "                            (default kill)\n"
                "  --modcaps=+CAP:-CAP...    add to or remove from the capabilities kept\n"
+               "  --allow-privileged-files  let the guest make device nodes and set-user/group-id\n"
+               "                            files in the share, and mount it with suid,dev in the\n"
+               "                            sandbox (default: refused/stripped, nosuid,nodev: a host\n"
+               "                            user could use such files; see docs/security.md)\n"
                "  --rlimit-nofile=N         open-file limit to set\n"
                "  --log-level=LEVEL         err, warning, notice, info (default), debug\n"
                "  -d, --debug               same as --log-level=debug\n"
@@ -278,6 +282,7 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 ARG_INSTANCE,
                 ARG_BUS,
                 ARG_CONFIG,
+                ARG_ALLOW_PRIVILEGED_FILES,
         };
         static const struct option options[] = {
                 { "socket-path", required_argument, NULL, ARG_SOCKET_PATH },
@@ -301,6 +306,7 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 { "instance", required_argument, NULL, ARG_INSTANCE },
                 { "bus", required_argument, NULL, ARG_BUS },
                 { "config", required_argument, NULL, ARG_CONFIG },
+                { "allow-privileged-files", no_argument, NULL, ARG_ALLOW_PRIVILEGED_FILES },
                 { "debug", no_argument, NULL, 'd' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
@@ -397,6 +403,9 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         break;
                 case ARG_READONLY:
                         c->fs.readonly = true;
+                        break;
+                case ARG_ALLOW_PRIVILEGED_FILES:
+                        c->fs.privileged_files = true;
                         break;
                 case ARG_INSTANCE:
                         r = set_string(&c->instance, optarg);

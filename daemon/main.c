@@ -124,7 +124,9 @@ static int run(int argc, char *argv[]) {
          * outside as its supervisor: it forwards signals and notifications and exits as the child
          * does (sandbox.h). */
         sandbox = config.sandbox ? sandbox_mode_from_string(config.sandbox) : sandbox_mode_default();
-        r = sandbox_prepare(sandbox, config.shared_dir, config.socket_path, &exit_status);
+        r = sandbox_prepare(sandbox, config.shared_dir, config.socket_path,
+                            config.seccomp ? syscall_filter_from_string(config.seccomp) : syscall_filter_default(),
+                            config.fs.privileged_files, &exit_status);
         if (r <= 0) {
                 config_done(&config);
                 return r < 0 ? 1 : exit_status;
@@ -161,7 +163,7 @@ static int run(int argc, char *argv[]) {
         if (r >= 0)
                 r = lockdown(m, &config, sandbox);
         if (r < 0) {
-                (void) sd_notifyf(false, "ERRNO=%d", -r);
+                (void) sandbox_notifyf("ERRNO=%d", -r);
                 m = manager_free(m);
                 config_done(&config);
                 return 1;

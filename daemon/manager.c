@@ -14,6 +14,7 @@
 
 #include "bus.h"
 #include "log.h"
+#include "sandbox.h"
 #include "vhost-user.h"
 
 /* A frontend that stops in the middle of a message must not freeze the main loop forever. */
@@ -101,9 +102,9 @@ static void manager_status(Manager *m, const char *state) {
                 snprintf(pool, sizeof pool, " (%u threads)", es.pool_size);
         if (m->status_rate >= 0)
                 snprintf(rate, sizeof rate, "; %.0f req/s", m->status_rate);
-        (void) sd_notifyf(false, "STATUS=%s; %u of %u queues running; threads %s%s; cache %s%s", state,
-                          device_running_queues(m->device), m->device->n_queues, thread_mode_to_string(es.mode),
-                          pool, cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate);
+        (void) sandbox_notifyf("STATUS=%s; %u of %u queues running; threads %s%s; cache %s%s", state,
+                               device_running_queues(m->device), m->device->n_queues, thread_mode_to_string(es.mode),
+                               pool, cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate);
 }
 
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -142,7 +143,7 @@ static void manager_disconnect(Manager *m, const char *why) {
                 return;
         }
         /* One VM per process: exit cleanly so socket activation starts a fresh instance next time. */
-        (void) sd_notify(false, "STOPPING=1\nSTATUS=Frontend disconnected, exiting");
+        (void) sandbox_notify("STOPPING=1\nSTATUS=Frontend disconnected, exiting");
         (void) sd_event_exit(m->event, 0);
 }
 
@@ -303,7 +304,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         Manager *m = userdata;
 
         log_info("Received %s, shutting down", strsignal((int) si->ssi_signo));
-        (void) sd_notify(false, "STOPPING=1");
+        (void) sandbox_notify("STOPPING=1");
         return sd_event_exit(m->event, 0);
 }
 
@@ -317,7 +318,7 @@ int manager_run(Manager *m) {
                 r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch signals: %m");
-        (void) sd_event_set_watchdog(m->event, true);
+        (void) sandbox_watchdog_attach(m->event);
         m->status_rate = -1;
         r = sd_event_add_time_relative(m->event, &m->status_timer, CLOCK_MONOTONIC, STATUS_INTERVAL_USEC, 0,
                                        on_status_timer, m);
@@ -327,7 +328,7 @@ int manager_run(Manager *m) {
 
         log_info("Serving %s, %u request queue%s", m->config->shared_dir, m->config->n_request_queues,
                  m->config->n_request_queues == 1 ? "" : "s");
-        (void) sd_notify(false, "READY=1");
+        (void) sandbox_notify("READY=1");
         manager_status(m, "Waiting for a frontend");
 
         r = sd_event_loop(m->event);

@@ -339,8 +339,8 @@ static int setxattr_(uint64_t nodeid, const char *name, const char *value) {
 
 /* ---- the session ---- */
 
-static void start(const char *sandbox) {
-        const char *extra[] = { "--xattr", "--bus=none", sandbox, NULL };
+static void start(const char *sandbox, const char *more) {
+        const char *extra[] = { "--xattr", "--bus=none", sandbox, more, NULL };
         FeOptions o;
         int r;
 
@@ -630,6 +630,98 @@ static void special_files(void) {
         ck_assert_int_lt(open_node(n, O_WRONLY, &fh), 0);
 }
 
+/* ---- guest root on the host (issue 13 item 10) ---- */
+
+static int create_mode(uint64_t parent, const char *name, uint32_t mode, uint64_t *ret_node) {
+        struct fuse_create_in in = { .flags = O_RDWR, .mode = S_IFREG | mode, .umask = 0 };
+        struct {
+                struct fuse_entry_out e;
+                struct fuse_open_out o;
+        } out = {};
+        int r = req(FUSE_CREATE, parent, &in, sizeof(in), name, NULL, &out, sizeof(out));
+
+        if (ret_node)
+                *ret_node = out.e.nodeid;
+        return r;
+}
+
+static mode_t host_mode(const char *name) {
+        char path[512];
+        struct stat st;
+
+        snprintf(path, sizeof(path), "%s/%s", h->share, name);
+        ck_assert_msg(lstat(path, &st) == 0, "%s: %s", path, strerror(errno));
+        return st.st_mode;
+}
+
+static bool host_exists(const char *name) {
+        char path[512];
+        struct stat st;
+
+        snprintf(path, sizeof(path), "%s/%s", h->share, name);
+        return lstat(path, &st) == 0;
+}
+
+/* A file the guest makes must not be a set-id program or a device node that a host user could
+ * use (the share is a host directory: nosuid,nodev inside vufsd's own mount namespace protects
+ * nobody else). With privileged_files (--allow-privileged-files) the old behaviour is back. */
+static void guest_root_files(bool privileged_files) {
+        struct fuse_setattr_in sa = { .valid = FATTR_MODE, .mode = 06755 };
+        uint64_t n;
+        int r;
+
+        ck_assert_uint_eq(c->uid, 0); /* guest root */
+        r = create_mode(FUSE_ROOT_ID, "suid-root", 04755, &n);
+        ck_assert_msg(r == 0, "CREATE 04755: %s", strerror(-r));
+        r = create_mode(FUSE_ROOT_ID, "sgid-root", 02755, NULL);
+        ck_assert_msg(r == 0, "CREATE 02755: %s", strerror(-r));
+        ck_assert_int_eq(setattr(node(FUSE_ROOT_ID, "file"), &sa), 0);
+        r = mknod_(FUSE_ROOT_ID, "suid-node", S_IFREG | 06755, 0);
+        ck_assert_msg(r == 0, "MKNOD S_IFREG 06755: %s", strerror(-r));
+        /* the same as a guest user for a file it owns */
+        ck_assert_int_eq(
+                setattr(n, &(struct fuse_setattr_in){ .valid = FATTR_UID | FATTR_GID, .uid = 1000, .gid = 1000 }), 0);
+        c->uid = c->gid = 1000;
+        ck_assert_int_eq(setattr(n, &sa), 0);
+        c->uid = c->gid = 0;
+        if (privileged_files) {
+                /* (the chown cleared it, the owner set it again) */
+                ck_assert_uint_eq(host_mode("suid-root") & 07777, 06755);
+                ck_assert_uint_eq(host_mode("sgid-root") & 07777, 02755);
+                ck_assert_uint_eq(host_mode("file") & 07777, 06755);
+                ck_assert_uint_eq(host_mode("suid-node") & 07777, 06755);
+                r = mknod_(FUSE_ROOT_ID, "guest-null", S_IFCHR | 0666, (1 << 8) | 3);
+                ck_assert_msg(r == 0, "MKNOD S_IFCHR with --allow-privileged-files: %s", strerror(-r));
+                ck_assert(S_ISCHR(host_mode("guest-null")));
+                return;
+        }
+        ck_assert_msg((host_mode("suid-root") & 07777) == 0755, "CREATE 04755 as guest root: host mode %o",
+                      host_mode("suid-root") & 07777);
+        ck_assert_msg((host_mode("sgid-root") & 07777) == 0755, "CREATE 02755: host mode %o",
+                      host_mode("sgid-root") & 07777);
+        ck_assert_msg((host_mode("file") & 06000) == 0, "SETATTR 06755 as guest root: host mode %o",
+                      host_mode("file") & 07777);
+        ck_assert_msg((host_mode("suid-node") & 06000) == 0, "MKNOD 06755: host mode %o",
+                      host_mode("suid-node") & 07777);
+        ck_assert_msg((host_mode("suid-root") & 06000) == 0, "SETATTR 06755 by the owner (uid 1000): host mode %o",
+                      host_mode("suid-root") & 07777);
+        /* Device nodes: refused, nothing appears on the host. */
+        ck_assert_int_eq(mknod_(FUSE_ROOT_ID, "guest-null", S_IFCHR | 0666, (1 << 8) | 3), -EPERM);
+        ck_assert_int_eq(mknod_(FUSE_ROOT_ID, "guest-sda", S_IFBLK | 0600, (8 << 8) | 0), -EPERM);
+        ck_assert(!host_exists("guest-null"));
+        ck_assert(!host_exists("guest-sda"));
+        /* FIFOs, sockets and set-group-id directories (inheritance, not privilege) stay possible. */
+        ck_assert_int_eq(mknod_(FUSE_ROOT_ID, "guest-fifo2", S_IFIFO | 0644, 0), 0);
+        {
+                struct fuse_mkdir_in in = { .mode = 0775, .umask = 0 };
+                struct fuse_entry_out e;
+                ck_assert_int_eq(req(FUSE_MKDIR, FUSE_ROOT_ID, &in, sizeof(in), "sgid-dir", NULL, &e, sizeof(e)), 0);
+                ck_assert_int_eq(setattr(e.nodeid, &(struct fuse_setattr_in){ .valid = FATTR_MODE, .mode = 02775 }),
+                                 0);
+                ck_assert_uint_eq(host_mode("sgid-dir") & 07777, 02775);
+        }
+}
+
 static void never_issued(void) {
         uint64_t file = node(FUSE_ROOT_ID, "file"), dir = node(FUSE_ROOT_ID, "dir");
         uint64_t bad[] = { 0, NEVER_ISSUED, UINT64_MAX, FUSE_ROOT_ID + 1000000 };
@@ -730,12 +822,13 @@ static void never_issued(void) {
 }
 
 static void run_all(const char *sandbox) {
-        start(sandbox);
+        start(sandbox, NULL);
         names_with_slashes();
         through_symlinks();
         renames_and_links();
         special_files();
         never_issued();
+        guest_root_files(false);
         finish();
 }
 
@@ -749,6 +842,15 @@ START_TEST(test_escape_no_sandbox) {
 }
 END_TEST
 
+/* The option that restores the old behaviour really does (an administrator who shares a guest's
+ * root filesystem needs set-id programs and device nodes in it). */
+START_TEST(test_privileged_files_option) {
+        start("--log-level=warning", "--allow-privileged-files");
+        guest_root_files(true);
+        finish();
+}
+END_TEST
+
 static Suite *escape_suite(void) {
         Suite *s = suite_create("frontend-escape");
         TCase *tc = tcase_create("escape");
@@ -756,6 +858,7 @@ static Suite *escape_suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, test_escape_default_sandbox);
         tcase_add_test(tc, test_escape_no_sandbox);
+        tcase_add_test(tc, test_privileged_files_option);
         suite_add_tcase(s, tc);
         return s;
 }

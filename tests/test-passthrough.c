@@ -35,6 +35,14 @@ static void setup(void) {
         start(FS_OPTIONS_DEFAULT);
 }
 
+/* The old behaviour (--allow-privileged-files): the guest may make set-id files and devices. */
+static void restart_privileged(void) {
+        FsOptions o = FS_OPTIONS_DEFAULT;
+        o.privileged_files = true;
+        pt = passthrough_free(pt);
+        start(o);
+}
+
 static void teardown(void) {
         char cmd[128];
         pt = passthrough_free(pt);
@@ -101,6 +109,32 @@ START_TEST(test_writeback_flags) {
 }
 END_TEST
 
+/* Issue 13 item 10: set-id bits the guest asks for are dropped by default, on every path that
+ * sets a mode; a directory keeps set-group-id (inheritance only). */
+START_TEST(test_guest_setid_dropped) {
+        FsSetattr sa = { .valid = FATTR_MODE, .mode = 06755 };
+        FsEntry e;
+        uint64_t fh;
+        struct stat st;
+
+        ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "c", 04755, O_RDWR, false, &e, &fh), 0);
+        ck_assert_int_eq(stat(path("c"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0755);
+        ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
+        ck_assert_int_eq(stat(path("c"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0755);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
+        ck_assert_int_eq(ops->mknod(pt, &root_ctx, 1, "m", S_IFREG | 06755, 0, &e), 0);
+        ck_assert_int_eq(stat(path("m"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0755);
+        ck_assert_int_eq(ops->mkdir(pt, &root_ctx, 1, "d", 0755, &e), 0);
+        sa.mode = 06775;
+        ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
+        ck_assert_int_eq(stat(path("d"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 02775);
+}
+END_TEST
+
 START_TEST(test_killpriv) {
         FsEntry e;
         uint64_t fh;
@@ -108,6 +142,7 @@ START_TEST(test_killpriv) {
         struct stat st;
         FsSetattr sa = { .valid = FATTR_MODE, .mode = 06755 };
 
+        restart_privileged(); /* set-id files to kill the bits of */
         ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "s", 0755, O_RDWR, false, &e, &fh), 0);
         ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
         ck_assert_uint_eq(st.st_mode & 07777, 06755);
@@ -194,6 +229,11 @@ START_TEST(test_symlink_and_mknod_as_caller) {
         ck_assert(memcmp(buf, "../../../../etc/shadow", 22) == 0);
         ck_assert_int_eq(ops->readlink(pt, &c, e.nodeid, buf, 10), -ENAMETOOLONG);
         /* devices only where privileged: the caller is not */
+        ck_assert_int_eq(ops->mknod(pt, &c, 1, "null", S_IFCHR | 0666, makedev(1, 3), &e), -EPERM);
+        /* by default not even for root (issue 13 item 10: a host user could open it) */
+        ck_assert_int_eq(ops->mknod(pt, &root_ctx, 1, "null", S_IFCHR | 0666, makedev(1, 3), &e), -EPERM);
+        ck_assert_int_eq(lstat(path("null"), &st), -1);
+        restart_privileged();
         ck_assert_int_eq(ops->mknod(pt, &c, 1, "null", S_IFCHR | 0666, makedev(1, 3), &e), -EPERM);
         ck_assert_int_eq(ops->mknod(pt, &root_ctx, 1, "null", S_IFCHR | 0666, makedev(1, 3), &e), 0);
         ck_assert(S_ISCHR(e.st.st_mode));
@@ -364,6 +404,7 @@ int main(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_lifecycle_counts);
         tcase_add_test(tc, test_writeback_flags);
+        tcase_add_test(tc, test_guest_setid_dropped);
         tcase_add_test(tc, test_killpriv);
         tcase_add_test(tc, test_open_type_checks);
         tcase_add_test(tc, test_budget_enfile);

@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <dirent.h>
+#include <linux/magic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -142,6 +145,154 @@ static void assert_root_is_share(pid_t pid) {
                       "the daemon's root is not the shared directory");
 }
 
+/* ---- what a taken-over process could reach through the fds it holds ---- */
+
+/* Run in a child: the fds of pid, opened through /proc/PID/fd (the same file, and for
+ * directories the same mount, as the process holds), then resolved with pid's root as our root,
+ * as pid itself would resolve them. Writes a description of the first problem to err_fd. */
+static int check_fds_as(pid_t pid, bool sandboxed, int err_fd) {
+        char path[64], msg[512];
+        int fds[256], nums[256], n = 0, root;
+        struct stat host_root;
+        struct dirent *de;
+        DIR *d;
+
+        if (stat("/", &host_root) < 0)
+                return 2;
+        snprintf(path, sizeof path, "/proc/%i/fd", (int) pid);
+        d = opendir(path);
+        if (!d)
+                return 3;
+        while ((de = readdir(d)) && n < (int) ELEMENTSOF(fds)) {
+                char p2[352];
+                int fd;
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(p2, sizeof p2, "%s/%s", path, de->d_name);
+                fd = open(p2, O_PATH | O_CLOEXEC);
+                if (fd < 0)
+                        continue; /* sockets, anonymous inodes: no path to walk */
+                nums[n] = atoi(de->d_name);
+                fds[n++] = fd;
+        }
+        closedir(d);
+        if (n == 0) { /* a process that is gone holds nothing: that proves nothing */
+                snprintf(msg, sizeof msg, "no fds of %i could be opened", (int) pid);
+                (void) !write(err_fd, msg, strlen(msg));
+                return 5;
+        }
+        snprintf(path, sizeof path, "/proc/%i/root", (int) pid);
+        root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0 || fchdir(root) < 0 || chroot(".") < 0 || chdir("/") < 0) {
+                snprintf(msg, sizeof msg, "cannot take the root of %i: %m", (int) pid);
+                (void) !write(err_fd, msg, strlen(msg));
+                return 4;
+        }
+        for (int i = 0; i < n; i++) {
+                char up[256] = "", target[320];
+                struct statfs sf;
+                struct stat st, dotdot, top;
+
+                if (fstatfs(fds[i], &sf) < 0 || fstat(fds[i], &st) < 0)
+                        continue;
+                /* procfs: only a directory that is its own parent (the fd directory as the root of
+                 * a mount of its own); "..", "../..", ... from anything else reach /proc/sys. */
+                if (sf.f_type == PROC_SUPER_MAGIC && (!S_ISDIR(st.st_mode) || fstatat(fds[i], "..", &dotdot, 0) < 0 ||
+                                                      dotdot.st_ino != st.st_ino || dotdot.st_dev != st.st_dev)) {
+                        snprintf(msg, sizeof msg, "fd %d of %i is on procfs and not a closed fd directory", nums[i],
+                                 (int) pid);
+                        (void) !write(err_fd, msg, strlen(msg));
+                        return 1;
+                }
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+                for (int k = 0; k <= 8; k++) {
+                        int t;
+                        snprintf(target, sizeof target, "%ssys/kernel/core_pattern", up);
+                        t = openat(fds[i], target, O_PATH | O_CLOEXEC);
+                        if (t >= 0) {
+                                snprintf(msg, sizeof msg, "fd %d of %i reaches %s", nums[i], (int) pid, target);
+                                (void) !write(err_fd, msg, strlen(msg));
+                                return 1;
+                        }
+                        strcat(up, "../");
+                }
+                for (int k = 0; k < 40; k++)
+                        strcat(up, "../");
+                if (sandboxed && fstatat(fds[i], up, &top, 0) == 0 && top.st_dev == host_root.st_dev &&
+                    top.st_ino == host_root.st_ino) {
+                        snprintf(msg, sizeof msg, "fd %d of %i reaches the host's root", nums[i], (int) pid);
+                        (void) !write(err_fd, msg, strlen(msg));
+                        return 1;
+                }
+        }
+        return 0;
+}
+
+/* sandboxed: also that no fd leads to the host's root (with --sandbox=none the share's root fd
+ * does, by design: only procfs is checked). */
+static void assert_fds_contained(pid_t pid, bool sandboxed) {
+        char err[512] = "";
+        int p[2], st;
+        ssize_t n;
+        pid_t child;
+
+        ck_assert_int_eq(pipe(p), 0);
+        child = fork();
+        ck_assert_int_ge(child, 0);
+        if (child == 0) {
+                close(p[0]);
+                _exit(check_fds_as(pid, sandboxed, p[1]));
+        }
+        close(p[1]);
+        n = read(p[0], err, sizeof err - 1);
+        err[MAX(n, 0)] = '\0';
+        close(p[0]);
+        ck_assert_int_eq(waitpid(child, &st, 0), child);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fd check of %i: status 0x%x: %s", (int) pid, st, err);
+}
+
+/* The supervisor: no capabilities at all, no-new-privs, its own filter, and its root is the
+ * socket's directory (all it still touches: it removes the socket when the daemon is gone). */
+static void assert_supervisor_confined(pid_t sup) {
+        char path[64], *dir = strdup(h->socket_path), *slash;
+        struct stat root, want;
+
+        ck_assert_ptr_nonnull(dir);
+        slash = strrchr(dir, '/');
+        ck_assert_ptr_nonnull(slash);
+        *slash = '\0';
+        assert_locked_down(sup, 0);
+        snprintf(path, sizeof path, "/proc/%i/root", (int) sup);
+        ck_assert_int_eq(stat(path, &root), 0);
+        ck_assert_int_eq(stat(dir, &want), 0);
+        ck_assert_msg(root.st_dev == want.st_dev && root.st_ino == want.st_ino,
+                      "the supervisor's root is not the socket's directory %s", dir);
+        free(dir);
+        assert_fds_contained(sup, true);
+}
+
+/* The share's mount in the daemon's namespace: nosuid,nodev (its root's line in mountinfo). */
+static void assert_share_nosuid_nodev(pid_t pid) {
+        char path[64], line[1024];
+        bool found = false;
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/%i/mountinfo", (int) pid);
+        f = fopen(path, "re");
+        ck_assert_ptr_nonnull(f);
+        while (!found && fgets(line, sizeof line, f)) {
+                char mnt[512], opts[256];
+                /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... */
+                if (sscanf(line, "%*s %*s %*s %*s %511s %255s", mnt, opts) != 2 || strcmp(mnt, "/") != 0)
+                        continue;
+                found = true;
+                ck_assert_msg(strstr(opts, "nosuid") && strstr(opts, "nodev"), "the share is mounted %s", opts);
+        }
+        fclose(f);
+        ck_assert_msg(found, "no root mount in %s", path);
+}
+
 static void spawn(const char *const *extra) {
         int r = fe_harness_spawn_vufsd(h, extra);
         ck_assert_msg(r == 0, "starting vufsd ($VUFSD_BINARY=%s): %s", getenv("VUFSD_BINARY"), strerror(-r));
@@ -163,7 +314,11 @@ static FeFuse *connect_client(Frontend **ret_fe) {
 
 /* Work as guest uid 1000 and as root: per-request identities must still switch with the reduced
  * capability sets (credentials.c), and the data path must stay inside the allowlist. */
-static void exercise(pid_t daemon, uint64_t caps) {
+static void assert_fds_contained(pid_t pid, bool sandboxed);
+static void assert_supervisor_confined(pid_t sup);
+static void assert_share_nosuid_nodev(pid_t pid);
+
+static void exercise(pid_t daemon, uint64_t caps, pid_t supervisor, bool own_mounts) {
         Frontend *fe;
         FeFuse *c = connect_client(&fe);
         struct fuse_entry_out e;
@@ -202,6 +357,13 @@ static void exercise(pid_t daemon, uint64_t caps) {
         /* Queue threads (and pool workers) started after the lockdown: all locked down too. */
         ck_assert_msg(field(daemon, "Threads") >= 2, "expected queue threads");
         assert_locked_down(daemon, caps);
+        /* While it serves a guest (it exits when the frontend goes): nothing either process holds
+         * leads out. */
+        assert_fds_contained(daemon, supervisor > 0);
+        if (supervisor > 0)
+                assert_supervisor_confined(supervisor);
+        if (own_mounts)
+                assert_share_nosuid_nodev(daemon);
         fe_fuse_free(c);
         fe_free(fe);
 }
@@ -230,8 +392,7 @@ START_TEST(test_namespace) {
         assert_same_ns(w, getpid(), "net", false);
         /* The supervisor stays outside (it only forwards signals and notifications). */
         assert_same_ns(sup, getpid(), "mnt", true);
-
-        exercise(w, DEFAULT_CAPS);
+        exercise(w, DEFAULT_CAPS, sup, true);
         stop_and_check();
 }
 END_TEST
@@ -247,7 +408,8 @@ START_TEST(test_chroot_modcaps) {
         assert_locked_down(w, (DEFAULT_CAPS & ~BIT(CAP_MKNOD)) | BIT(CAP_SYS_NICE));
         assert_root_is_share(w);
         assert_same_ns(w, getpid(), "mnt", true);
-        exercise(w, (DEFAULT_CAPS & ~BIT(CAP_MKNOD)) | BIT(CAP_SYS_NICE));
+        /* No mount namespace: the host's procfs is what the daemon opened. */
+        exercise(w, (DEFAULT_CAPS & ~BIT(CAP_MKNOD)) | BIT(CAP_SYS_NICE), h->backend->pid, false);
         stop_and_check();
 }
 END_TEST
@@ -261,7 +423,7 @@ START_TEST(test_none) {
         ck_assert_int_eq(worker_of(pid), 0); /* no supervisor: the daemon itself */
         /* seccomp kill and the capability cut do not depend on the sandbox */
         assert_locked_down(pid, DEFAULT_CAPS);
-        exercise(pid, DEFAULT_CAPS);
+        exercise(pid, DEFAULT_CAPS, 0, false);
         stop_and_check();
 }
 END_TEST
@@ -298,13 +460,14 @@ START_TEST(test_fail_closed) {
 }
 END_TEST
 
-/* READY comes from the daemon inside the sandbox, through the supervisor (the main pid). */
-START_TEST(test_notify_relay) {
-        const char *const extra[] = { "--sandbox=namespace", "--bus=none", NULL };
+/* READY, and the watchdog pings sd-event would send, come from the daemon inside the sandbox
+ * through the supervisor (the main pid). The daemon may not create sockets after the lockdown:
+ * they travel over the supervisor channel. */
+static void notify_relay(const char *const *extra) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         char *path = fe_harness_path(h, "notify");
         char buf[1024];
-        bool ready = false;
+        bool ready = false, watchdog = false;
         int fd, one = 1;
 
         fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -313,10 +476,12 @@ START_TEST(test_notify_relay) {
         ck_assert_int_eq(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
         ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one), 0);
         ck_assert_int_eq(setenv("NOTIFY_SOCKET", path, 1), 0);
+        ck_assert_int_eq(setenv("WATCHDOG_USEC", "200000", 1), 0);
         spawn(extra);
         unsetenv("NOTIFY_SOCKET");
+        unsetenv("WATCHDOG_USEC");
 
-        for (int i = 0; i < 50 && !ready; i++) {
+        for (int i = 0; i < 50 && !(ready && watchdog); i++) {
                 union {
                         struct cmsghdr align;
                         char b[CMSG_SPACE(sizeof(struct ucred))];
@@ -325,6 +490,7 @@ START_TEST(test_notify_relay) {
                 struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
                                      .msg_controllen = sizeof control };
                 struct timeval tv = { .tv_usec = 100000 };
+                struct cmsghdr *c;
                 ssize_t n;
 
                 (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -332,18 +498,40 @@ START_TEST(test_notify_relay) {
                 if (n <= 0)
                         continue;
                 buf[n] = '\0';
-                if (strstr(buf, "READY=1")) {
-                        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-                        ck_assert_ptr_nonnull(c);
-                        ck_assert_int_eq(c->cmsg_type, SCM_CREDENTIALS);
-                        ck_assert_int_eq(((struct ucred *) CMSG_DATA(c))->pid, h->backend->pid);
+                c = CMSG_FIRSTHDR(&mh);
+                ck_assert_ptr_nonnull(c);
+                ck_assert_int_eq(c->cmsg_type, SCM_CREDENTIALS);
+                ck_assert_int_eq(((struct ucred *) CMSG_DATA(c))->pid, h->backend->pid);
+                if (strstr(buf, "READY=1"))
                         ready = true;
-                }
+                if (strstr(buf, "WATCHDOG=1"))
+                        watchdog = true;
         }
         ck_assert_msg(ready, "no READY=1 through the relay");
+        ck_assert_msg(watchdog, "no WATCHDOG=1 through the relay");
         stop_and_check();
         close(fd);
         free(path);
+}
+
+START_TEST(test_notify_relay) {
+        const char *const extra[] = { "--sandbox=namespace", "--bus=none", NULL };
+        notify_relay(extra);
+}
+END_TEST
+
+/* chroot mode shares the host's network namespace: no abstract relay socket any more either. */
+START_TEST(test_notify_relay_chroot) {
+        const char *const extra[] = { "--sandbox=chroot", "--bus=none", NULL };
+        notify_relay(extra);
+}
+END_TEST
+
+/* Without a sandbox the daemon talks to the service manager itself, over a socket connected
+ * before the lockdown. */
+START_TEST(test_notify_none) {
+        const char *const extra[] = { "--sandbox=none", "--seccomp=kill", "--bus=none", NULL };
+        notify_relay(extra);
 }
 END_TEST
 
@@ -361,6 +549,8 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_none);
         tcase_add_test(tc, test_fail_closed);
         tcase_add_test(tc, test_notify_relay);
+        tcase_add_test(tc, test_notify_relay_chroot);
+        tcase_add_test(tc, test_notify_none);
         suite_add_tcase(s, tc);
         return s;
 }

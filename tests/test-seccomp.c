@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +22,10 @@
 
 typedef void (*Action)(void);
 
+/* The test process: another process, from the filtered child's point of view (read before the
+ * fork: getppid() is not on the allowlist). */
+static pid_t parent_pid;
+
 /* Runs action in a child under filter f; returns the waitpid status. The child's stderr goes to
  * err (if not NULL). */
 static int run_filtered(SyscallFilter f, Action action, char *err, size_t errlen) {
@@ -27,6 +33,7 @@ static int run_filtered(SyscallFilter f, Action action, char *err, size_t errlen
         pid_t pid;
 
         ck_assert_int_eq(pipe(p), 0);
+        parent_pid = getpid();
         pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
@@ -50,10 +57,15 @@ static int run_filtered(SyscallFilter f, Action action, char *err, size_t errlen
 }
 
 static void do_allowed(void) {
-        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (fd < 0 || getpid() <= 0 || write(STDERR_FILENO, "", 0) < 0)
+        struct rlimit rl;
+        if (getpid() <= 0 || write(STDERR_FILENO, "", 0) < 0)
                 _exit(91);
-        close(fd);
+        /* getrlimit/setrlimit on itself (glibc: prlimit64 with pid 0) */
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || prlimit(getpid(), RLIMIT_NOFILE, NULL, &rl) < 0)
+                _exit(94);
+        /* signals to its own threads (raise, pthread_kill) */
+        if (syscall(SYS_tgkill, getpid(), gettid(), 0) < 0)
+                _exit(95);
         /* per-thread umask as credentials.c does it */
         if (unshare(CLONE_FS) < 0)
                 _exit(92);
@@ -78,6 +90,31 @@ static void do_sysinfo(void) {
 
 static void do_inet_socket(void) {
         (void) socket(AF_INET, SOCK_STREAM, 0);
+}
+
+/* Every socket the daemon uses exists before the lockdown (the bus, the vhost-user listener, the
+ * supervisor channel): a new one, even AF_UNIX, could reach host abstract sockets in chroot mode. */
+static void do_unix_socket(void) {
+        (void) socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+}
+
+static void do_connect(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = "\0vufsd-test" };
+        (void) connect(0, (struct sockaddr *) &sa, sizeof sa);
+}
+
+/* Signals and rlimits: only the daemon's own process. The parent is another process. */
+static void do_tgkill_other(void) {
+        (void) syscall(SYS_tgkill, parent_pid, parent_pid, 0);
+}
+
+static void do_kill_other(void) {
+        (void) kill(parent_pid, 0);
+}
+
+static void do_prlimit_other(void) {
+        struct rlimit rl;
+        (void) prlimit(parent_pid, RLIMIT_NOFILE, NULL, &rl);
 }
 
 static void do_fork(void) {
@@ -126,6 +163,11 @@ END_TEST
 START_TEST(test_kill) {
         assert_killed(SYSCALL_FILTER_KILL, do_sysinfo, "sysinfo");
         assert_killed(SYSCALL_FILTER_KILL, do_inet_socket, "socket(AF_INET)");
+        assert_killed(SYSCALL_FILTER_KILL, do_unix_socket, "socket(AF_UNIX)");
+        assert_killed(SYSCALL_FILTER_KILL, do_connect, "connect");
+        assert_killed(SYSCALL_FILTER_KILL, do_tgkill_other, "tgkill to another process");
+        assert_killed(SYSCALL_FILTER_KILL, do_kill_other, "kill to another process");
+        assert_killed(SYSCALL_FILTER_KILL, do_prlimit_other, "prlimit64 on another process");
         assert_killed(SYSCALL_FILTER_KILL, do_fork, "fork");
         assert_killed(SYSCALL_FILTER_KILL, do_unshare_ns, "unshare(CLONE_NEWNS)");
         assert_killed(SYSCALL_FILTER_KILL, do_execve, "execve");
@@ -198,11 +240,13 @@ END_TEST
 static Suite *seccomp_suite(void) {
         Suite *s = suite_create("seccomp");
         TCase *tc = tcase_create("filter");
+        /* Log first: the kernel rate-limits audit lines (printk_ratelimit, 10 per 5 s), and every
+         * kill below writes one. */
+        tcase_add_test(tc, test_log);
         tcase_add_test(tc, test_names);
         tcase_add_test(tc, test_allowed_calls_work);
         tcase_add_test(tc, test_kill);
         tcase_add_test(tc, test_trap_names_the_call);
-        tcase_add_test(tc, test_log);
         tcase_add_test(tc, test_none);
         suite_add_tcase(s, tc);
         return s;

@@ -34,6 +34,9 @@ typedef struct FsOptions {
         bool readonly;
         bool posix_lock;
         bool flock;
+        /* --allow-privileged-files: the guest may make device nodes and set-id files in the share
+         * (off: they would be usable by host users, docs/security.md). */
+        bool privileged_files;
         uint64_t max_fds; /* fd budget for guest-held inodes and handles; 0 = derive from RLIMIT_NOFILE */
 } FsOptions;
 

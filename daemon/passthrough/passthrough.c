@@ -120,6 +120,16 @@ static int host_open_flags(Passthrough *p, int flags) {
         return flags;
 }
 
+/* Set-id bits the guest asks for (issue 13 item 10). The share is a host directory: a set-user-id
+ * file a guest made runs with its owner's host identity for any host user who executes it (guest
+ * root makes host-root programs). Dropped unless --allow-privileged-files; a directory keeps
+ * set-group-id, which only makes new entries inherit its group. */
+static mode_t guest_mode(const Passthrough *p, mode_t mode, bool dir) {
+        if (p->opts.privileged_files)
+                return mode;
+        return mode & ~(mode_t) (S_ISUID | (dir ? 0 : S_ISGID));
+}
+
 /* Clears setuid, and setgid when group-executable, as an unprivileged write or truncate would. */
 static int kill_suidgid(Passthrough *p, Inode *i, int io_fd) {
         struct statx stx;
@@ -236,6 +246,22 @@ static int get_dir(Passthrough *p, uint64_t nodeid, Inode **ret) {
 
 /* ---- lifecycle ---- */
 
+/* /proc/self/fd as the root of a detached mount of its own (issue 13 item 6): ".." from it stays
+ * where it is, so nothing else of procfs (/proc/sys/kernel/core_pattern, other processes) is
+ * reachable through it, in the sandbox or not. An anonymous mount needs CAP_SYS_ADMIN; without it
+ * (an unprivileged daemon, chroot mode in a container) the plain directory, which ".." leaves:
+ * docs/security.md says what that means. */
+static int open_proc_fd_dir(void) {
+        int fd = (int) syscall(SYS_open_tree, AT_FDCWD, "/proc/self/fd", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+
+        if (fd >= 0)
+                return fd;
+        if (errno != EPERM && errno != ENOSYS)
+                return negative_errno();
+        fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? negative_errno() : fd;
+}
+
 int passthrough_new(Passthrough **ret, const FsOptions *opts) {
         _cleanup_(passthrough_freep) Passthrough *p = NULL;
         _cleanup_close_ int root = -1;
@@ -261,9 +287,9 @@ int passthrough_new(Passthrough **ret, const FsOptions *opts) {
         r = handle_map_new(&p->handles, &p->budget);
         if (r < 0)
                 return r;
-        p->proc_self_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        p->proc_self_fd = open_proc_fd_dir();
         if (p->proc_self_fd < 0)
-                return negative_errno();
+                return p->proc_self_fd;
         /* The administrator's path may contain symlinks; everything below it is never followed. */
         root = open(opts->shared_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
@@ -384,12 +410,13 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
         proc_name(name, i->fd);
 
         if (a->valid & FATTR_MODE) {
+                mode_t mode = guest_mode(p, a->mode & 07777, i->type == S_IFDIR);
                 if (h)
-                        r = fchmod(h->fd, a->mode & 07777);
+                        r = fchmod(h->fd, mode);
                 else if (i->type == S_IFLNK)
                         r = (errno = EOPNOTSUPP, -1); /* Linux has no mode on symlinks */
                 else
-                        r = fchmodat(p->proc_self_fd, name, a->mode & 07777, 0);
+                        r = fchmodat(p->proc_self_fd, name, mode, 0);
                 if (r < 0)
                         return negative_errno();
         }
@@ -530,14 +557,20 @@ static int do_mknod(Inode *dir, const char *name, const void *arg) {
 
 static int pt_mknod(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
                     FsEntry *ret) {
-        MknodArgs m = { mode, rdev };
+        MknodArgs m = { guest_mode(fs, mode, false), rdev };
 
         switch (mode & S_IFMT) {
         case S_IFREG:
         case S_IFIFO:
         case S_IFSOCK:
+                break;
         case S_IFCHR:
-        case S_IFBLK: /* devices only where the caller is privileged: the host kernel decides */
+        case S_IFBLK:
+                /* A device node in the share opens that device for every host user its mode lets
+                 * in. Only with --allow-privileged-files (and then where the caller is privileged:
+                 * the host kernel decides). */
+                if (!((const Passthrough *) fs)->opts.privileged_files)
+                        return -EPERM;
                 break;
         case S_IFDIR:
                 return -EPERM;
@@ -554,7 +587,7 @@ static int do_mkdir(Inode *dir, const char *name, const void *arg) {
 }
 
 static int pt_mkdir(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, FsEntry *ret) {
-        mode &= 07777;
+        mode = guest_mode(fs, mode & 07777, true);
         return create_as_caller(fs, c, parent, name, do_mkdir, &mode, ret);
 }
 
@@ -722,7 +755,8 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
         }
         /* O_EXCL first: an existing name is never opened by this call, so a FIFO or device node that
          * sits there (or a symlink) is never opened for I/O. */
-        fd = openat(dir->fd, name, hflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 07777);
+        fd = openat(dir->fd, name, hflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    guest_mode(p, mode & 07777, false));
         r = fd < 0 ? negative_errno() : 0;
         credentials_leave(&cr);
         if (r == -EEXIST && !(flags & O_EXCL)) {
@@ -780,7 +814,8 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
                 fd_budget_release(&p->budget);
                 return r;
         }
-        fd = openat(dir->fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL), mode & 07777);
+        fd = openat(dir->fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL),
+                    guest_mode(p, mode & 07777, false));
         r = fd < 0 ? negative_errno() : 0;
         credentials_leave(&cr);
         if (r < 0) {

@@ -10,7 +10,6 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -18,8 +17,11 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <stdarg.h>
 #include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
 
+#include "capabilities.h"
 #include "log.h"
 #include "util.h"
 
@@ -64,39 +66,42 @@ static bool notify_field_allowed(const char *line, size_t len) {
         return false;
 }
 
-/* Reads one datagram from the relay socket and forwards its allowed lines with sd_notify().
- * Returns false when nothing was there. */
-static bool relay_forward_one(int relay, pid_t child) {
+/* What the supervisor keeps once it has locked itself down: a socket already connected to the
+ * service manager's NOTIFY_SOCKET (its path may be outside the supervisor's root, and socket() is
+ * not allowed any more), and the socket's and lock file's names inside its root. */
+typedef struct Supervisor {
+        pid_t child;
+        int notify_fd;
+        char *socket_name; /* NULL: no socket to remove (--fd) */
+        char *lock_name;
+} Supervisor;
+
+/* Reads one notification the daemon sent over the channel and forwards its allowed lines.
+ * Returns 1 when one was read, 0 when none was there, -ECONNRESET when the daemon closed it. */
+static int relay_forward_one(Supervisor *s, int ctl) {
         char buf[4096], out[4096];
         union {
                 struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 16)];
+                char buf[CMSG_SPACE(sizeof(int) * 16)];
         } control;
         struct iovec iov = { buf, sizeof buf - 1 };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
                              .msg_controllen = sizeof control };
-        const struct ucred *cred = NULL;
         size_t n_out = 0;
         ssize_t n;
 
-        n = recvmsg(relay, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        n = recvmsg(ctl, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0)
-                return false;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
-                    c->cmsg_len == CMSG_LEN(sizeof(struct ucred)))
-                        cred = (const struct ucred *) CMSG_DATA(c);
-                else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                return errno == EAGAIN || errno == EINTR ? 0 : -ECONNRESET;
+        if (n == 0)
+                return -ECONNRESET;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                         /* fd passing (FDSTORE) is not relayed */
                         int *fds = (int *) CMSG_DATA(c);
                         for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
                                 safe_close(fds[i]);
                 }
-        }
-        /* In chroot mode the relay's abstract name is visible to the whole host: only the daemon
-         * (the kernel translates its pid into ours) may speak. */
-        if (!cred || cred->pid != child)
-                return true;
         buf[n] = '\0';
         for (char *line = buf, *end; line && *line; line = end ? end + 1 : NULL) {
                 size_t len;
@@ -108,48 +113,86 @@ static bool relay_forward_one(int relay, pid_t child) {
                 n_out += len;
                 out[n_out++] = '\n';
         }
-        if (n_out > 0) {
-                out[n_out - 1] = '\0';
-                (void) sd_notify(false, out);
-        }
-        return true;
+        if (n_out > 0 && s->notify_fd >= 0)
+                (void) send(s->notify_fd, out, n_out - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        return 1;
 }
 
-/* Receives the relay socket the daemon created inside its network namespace. */
-static int receive_relay(int ctl) {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control;
-        char byte;
-        struct iovec iov = { &byte, 1 };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
-                             .msg_controllen = sizeof control };
-        struct cmsghdr *c;
-        ssize_t n;
+/* A datagram socket connected to $NOTIFY_SOCKET ("@" marks an abstract name), or -1. */
+static int notify_socket_connect(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        const char *e = getenv("NOTIFY_SOCKET");
+        _cleanup_close_ int fd = -1;
+        size_t len;
 
-        n = recvmsg(ctl, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n <= 0)
-                return n == 0 ? -ECONNRESET : -errno;
-        c = CMSG_FIRSTHDR(&mh);
-        if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
-                return -EBADMSG;
-        return *(int *) CMSG_DATA(c);
+        if (!e || (e[0] != '/' && e[0] != '@'))
+                return -1;
+        len = strlen(e);
+        if (len >= sizeof sa.sun_path)
+                return -1;
+        memcpy(sa.sun_path, e, len);
+        if (e[0] == '@')
+                sa.sun_path[0] = '\0';
+        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -1;
+        if (connect(fd, (struct sockaddr *) &sa,
+                    (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len + (e[0] == '/' ? 1 : 0))) < 0) {
+                log_warning_errno(errno, "Cannot connect to NOTIFY_SOCKET %s: %m", e);
+                return -1;
+        }
+        return TAKE_FD(fd);
 }
 
 /* The daemon removes its socket at exit, but inside the sandbox the path means something else:
- * the supervisor removes it, if no other daemon has taken the path over meanwhile. */
-static void remove_socket(const char *socket_path) {
-        _cleanup_free_ char *lock_path = NULL;
+ * the supervisor removes it (its root is the socket's directory), if no other daemon has taken
+ * the path over meanwhile. */
+static void remove_socket(const Supervisor *s) {
         _cleanup_close_ int fd = -1;
 
-        if (!socket_path || asprintf(&lock_path, "%s.lock", socket_path) < 0)
+        if (!s->socket_name)
                 return;
-        fd = open(lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        fd = open(s->lock_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
                 return;
-        (void) unlink(socket_path);
-        (void) unlink(lock_path);
+        (void) unlink(s->socket_name);
+        (void) unlink(s->lock_name);
+}
+
+/* Issue 13 item 8: the supervisor reads what the sandboxed daemon sends, so a taken-over daemon
+ * must find nothing here either. Its root becomes the socket's directory (all it touches later),
+ * it keeps no capability (uid 0 may still signal the daemon, also uid 0, and unlink in a
+ * directory root owns), no-new-privs, and an allowlist of its own. */
+static int supervisor_lockdown(Supervisor *s, const char *socket_path, SyscallFilter filter) {
+        int r;
+
+        s->notify_fd = notify_socket_connect();
+        if (socket_path) {
+                _cleanup_free_ char *dir = strdup(socket_path);
+                char *slash;
+                const char *base;
+
+                if (!dir)
+                        return -ENOMEM;
+                slash = strrchr(dir, '/');
+                base = slash ? slash + 1 : dir;
+                s->socket_name = strdup(base);
+                if (!s->socket_name || asprintf(&s->lock_name, "%s.lock", base) < 0)
+                        return -ENOMEM;
+                if (slash == dir)
+                        dir[1] = '\0';
+                else if (slash)
+                        *slash = '\0';
+                if (chroot(slash ? dir : ".") < 0 || chdir("/") < 0)
+                        return log_error_errno(errno, "Cannot confine the supervisor to %s: %m", slash ? dir : ".");
+        }
+        r = capabilities_apply(0, -1, -1);
+        if (r < 0)
+                return log_error_errno(r, "Cannot drop the supervisor's capabilities: %m");
+        r = seccomp_install_supervisor(filter, s->child, s->socket_name);
+        if (r < 0)
+                return log_error_errno(r, "Cannot install the supervisor's seccomp filter: %m");
+        return 0;
 }
 
 /* Exits the way the daemon did: a signal death is re-raised so the service manager sees it. */
@@ -174,9 +217,11 @@ static int exit_like(int status) {
         return 128 + sig;
 }
 
-static int supervise(pid_t child, int ctl, const char *socket_path) {
-        _cleanup_close_ int sfd = -1, relay = -1;
+static int supervise(Supervisor *s, int ctl, const char *socket_path, SyscallFilter filter) {
+        _cleanup_close_ int sfd = -1;
+        pid_t child = s->child;
         sigset_t mask;
+        int r;
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -188,32 +233,31 @@ static int supervise(pid_t child, int ctl, const char *socket_path) {
                 (void) kill(child, SIGKILL);
                 return log_error_errno(errno, "signalfd() failed: %m");
         }
+        r = supervisor_lockdown(s, socket_path, filter);
+        if (r < 0) {
+                (void) kill(child, SIGKILL); /* fail closed: the daemon does not run unsupervised */
+                return r;
+        }
         for (;;) {
-                struct pollfd p[3] = {
+                struct pollfd p[2] = {
                         { .fd = sfd, .events = POLLIN },
                         { .fd = ctl, .events = POLLIN },
-                        { .fd = relay, .events = POLLIN },
                 };
                 struct signalfd_siginfo si;
                 int status;
 
-                if (poll(p, 3, -1) < 0) {
+                if (poll(p, 2, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         (void) kill(child, SIGKILL);
                         return log_error_errno(errno, "poll() failed: %m");
                 }
                 if (p[1].revents) {
-                        int fd = receive_relay(ctl);
-                        if (fd >= 0) {
-                                safe_close(relay);
-                                relay = fd;
-                        } else if (fd != -EAGAIN)
+                        while ((r = relay_forward_one(s, ctl)) > 0)
+                                ;
+                        if (r < 0)
                                 ctl = -1; /* the daemon is done with the channel (or gone) */
                 }
-                if (p[2].revents)
-                        while (relay_forward_one(relay, child))
-                                ;
                 while (read(sfd, &si, sizeof si) == sizeof si) {
                         if (si.ssi_signo == SIGCHLD)
                                 continue;
@@ -221,10 +265,10 @@ static int supervise(pid_t child, int ctl, const char *socket_path) {
                         (void) kill(child, si.ssi_signo == SIGHUP ? SIGTERM : (int) si.ssi_signo);
                 }
                 if (waitpid(child, &status, WNOHANG) == child) {
-                        if (relay >= 0)
-                                while (relay_forward_one(relay, child))
+                        if (ctl >= 0)
+                                while (relay_forward_one(s, ctl) > 0)
                                         ;
-                        remove_socket(socket_path);
+                        remove_socket(s);
                         return exit_like(status);
                 }
         }
@@ -244,7 +288,7 @@ static void adopt_env_pid(const char *name, pid_t parent) {
         }
 }
 
-static int prepare_mounts(const char *shared_dir) {
+static int prepare_mounts(const char *shared_dir, bool privileged_files) {
         if (unshare(CLONE_NEWNS) < 0)
                 return log_error_errno(errno, "Cannot create a mount namespace: %m");
         /* Slave, not private: mounts the host adds under the shared directory still appear (and
@@ -259,10 +303,20 @@ static int prepare_mounts(const char *shared_dir) {
          * filesystem layer opens next is on it, so ".." from it stops at the sandbox's root. */
         if (mount(shared_dir, shared_dir, NULL, MS_BIND | MS_REC, NULL) < 0)
                 return log_error_errno(errno, "Cannot bind-mount %s: %m", shared_dir);
+        /* nosuid,nodev on the share and everything below it, in this namespace only (issue 13
+         * item 10): defence in depth for the daemon's own opens (a device node is never opened
+         * through it even if a check were missed). What protects host users is passthrough.c
+         * refusing device nodes and dropping set-id bits; see docs/security.md. */
+        if (!privileged_files &&
+            mount_setattr(AT_FDCWD, shared_dir, AT_RECURSIVE,
+                          &(struct mount_attr){ .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV },
+                          sizeof(struct mount_attr)) < 0)
+                return log_error_errno(errno, "Cannot mount %s nosuid,nodev: %m", shared_dir);
         return 0;
 }
 
-int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket_path, int *ret_exit_status) {
+int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket_path, SyscallFilter filter,
+                    bool privileged_files, int *ret_exit_status) {
         sigset_t mask, old;
         int ctl[2];
         pid_t parent = getpid(), child;
@@ -294,13 +348,18 @@ int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket
                 return r;
         }
         if (child > 0) {
+                Supervisor s = { .child = child, .notify_fd = -1 };
+
                 safe_close(ctl[1]);
                 /* Nothing the daemon serves stays open here. */
                 if (ctl[0] > 3)
                         (void) close_range(3, ctl[0] - 1, 0);
                 (void) close_range(ctl[0] + 1, ~0U, 0);
-                r = supervise(child, ctl[0], socket_path);
+                r = supervise(&s, ctl[0], socket_path, filter);
                 safe_close(ctl[0]);
+                safe_close(s.notify_fd);
+                free(s.socket_name);
+                free(s.lock_name);
                 if (r < 0)
                         return r;
                 *ret_exit_status = r;
@@ -315,62 +374,62 @@ int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket
         adopt_env_pid("LISTEN_PID", parent);
         adopt_env_pid("WATCHDOG_PID", parent);
         if (mode == SANDBOX_NAMESPACE) {
-                r = prepare_mounts(shared_dir);
+                r = prepare_mounts(shared_dir, privileged_files);
                 if (r < 0)
                         return r;
         }
         return 1;
 }
 
-/* Service-manager notifications from inside the sandbox: NOTIFY_SOCKET's path is not visible
- * any more (and an abstract one is in another network namespace), so the daemon binds a relay
- * socket where it can reach it, hands it to the supervisor, and points NOTIFY_SOCKET at it. The
- * supervisor is the main process the service manager knows; it forwards READY, STATUS, WATCHDOG
- * and the like. */
-static int setup_notify_relay(void) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control = {};
-        char byte = 0, name[64];
-        struct iovec iov = { &byte, 1 };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
-                             .msg_controllen = sizeof control };
-        struct cmsghdr *c;
-        _cleanup_close_ int fd = -1;
-        uint64_t rnd = 0;
-        int one = 1;
+/* Service-manager notifications (issue 13 item 9): after the lockdown the daemon may not create
+ * sockets, so they go over a socket that exists already. In the sandbox: the supervisor channel
+ * (the supervisor is the main process the service manager knows, and passes READY, STATUS,
+ * WATCHDOG and the like on); without: a socket connected to NOTIFY_SOCKET before the lockdown. */
+static int notify_fd = -1;
 
-        if (!getenv("NOTIFY_SOCKET") || control_fd < 0)
-                return 0;
-        if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
-                return log_error_errno(errno, "getrandom() failed: %m");
-        snprintf(name, sizeof name, "vufsd-notify-%016" PRIx64, rnd);
-        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+int sandbox_notify(const char *state) {
+        int fd = control_fd >= 0 ? control_fd : notify_fd;
+
         if (fd < 0)
-                return log_error_errno(errno, "socket() failed: %m");
-        memcpy(sa.sun_path + 1, name, strlen(name));
-        if (bind(fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))) < 0)
-                return log_error_errno(errno, "Cannot bind the notification relay: %m");
-        if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0)
-                return log_error_errno(errno, "SO_PASSCRED failed: %m");
+                return sd_notify(false, state); /* before the lockdown, or no NOTIFY_SOCKET */
+        if (send(fd, state, strlen(state), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+                return -errno;
+        return 1;
+}
 
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        if (sendmsg(control_fd, &mh, MSG_NOSIGNAL) < 0)
-                return log_error_errno(errno, "Cannot pass the notification relay to the supervisor: %m");
-        /* "@" marks an abstract address for sd_notify(). */
-        {
-                char at[sizeof name + 1];
-                snprintf(at, sizeof at, "@%s", name);
-                if (setenv("NOTIFY_SOCKET", at, 1) < 0)
-                        return -ENOMEM;
-        }
+/* sd-event's own watchdog support pings through sd_notify(), which needs socket(): this timer
+ * pings through sandbox_notify() instead, at half the service manager's interval. */
+static uint64_t watchdog_usec;
+
+static int on_watchdog(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) sandbox_notify("WATCHDOG=1");
+        if (sd_event_source_set_time_relative(s, watchdog_usec / 2) < 0)
+                return 0;
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         return 0;
+}
+
+int sandbox_watchdog_attach(sd_event *e) {
+        uint64_t usec = 0;
+        int r = sd_watchdog_enabled(false, &usec);
+
+        if (r <= 0)
+                return r;
+        watchdog_usec = usec;
+        return sd_event_add_time_relative(e, NULL, CLOCK_MONOTONIC, usec / 2, 0, on_watchdog, NULL);
+}
+
+int sandbox_notifyf(const char *format, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(&s, format, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        return sandbox_notify(s);
 }
 
 static int enter_root(SandboxMode mode, const char *shared_dir) {
@@ -399,8 +458,24 @@ static int enter_root(SandboxMode mode, const char *shared_dir) {
 int sandbox_enter(SandboxMode mode, const char *shared_dir) {
         int r;
 
+        if (mode == SANDBOX_NONE || control_fd < 0) {
+                if (getenv("NOTIFY_SOCKET") && notify_fd < 0)
+                        notify_fd = notify_socket_connect();
+        }
+        /* Nothing may call sd_notify() any more: it would create a socket. */
+        (void) unsetenv("NOTIFY_SOCKET");
         if (mode == SANDBOX_NONE)
                 return 0;
+        if (mode == SANDBOX_CHROOT) {
+                /* The passthrough's /proc/self/fd is an anonymous mount only with CAP_SYS_ADMIN;
+                 * without it ".." from it leads to the host's /proc and root. */
+                _cleanup_close_ int probe =
+                        (int) syscall(SYS_open_tree, AT_FDCWD, "/proc/self/fd", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (probe < 0)
+                        log_warning("--sandbox=chroot without CAP_SYS_ADMIN: /proc/self/fd cannot be cut off "
+                                    "from the rest of /proc and the host's root; a taken-over daemon is not "
+                                    "contained (docs/security.md)");
+        }
         if (mode == SANDBOX_NAMESPACE) {
                 /* Late, not in sandbox_prepare(): the D-Bus connection may use an abstract socket of
                  * the host's network namespace; connections made before keep working. */
@@ -410,10 +485,6 @@ int sandbox_enter(SandboxMode mode, const char *shared_dir) {
                 if (netns_fd < 0)
                         return log_error_errno(errno, "Cannot open the new network namespace: %m");
         }
-        r = setup_notify_relay();
-        if (r < 0)
-                return r;
-        control_fd = safe_close(control_fd);
         r = enter_root(mode, shared_dir);
         if (r < 0)
                 return r;

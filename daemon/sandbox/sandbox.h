@@ -19,6 +19,10 @@
 #include <errno.h>
 #include <stdbool.h>
 
+#include <systemd/sd-event.h>
+
+#include "seccomp-filter.h"
+
 typedef enum SandboxMode {
         SANDBOX_NONE,
         SANDBOX_CHROOT,
@@ -38,7 +42,17 @@ SandboxMode sandbox_mode_default(void);
 /* Step 1 (see above). Returns 1 in the process that goes on to run the daemon; 0 in the supervisor
  * once the daemon has exited, with *ret_exit_status the status to exit with; negative errno (logged)
  * on failure. shared_dir must be the configured path. */
-int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket_path, int *ret_exit_status);
+int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket_path, SyscallFilter filter,
+                    bool privileged_files, int *ret_exit_status);
+
+/* sd_notify() for the daemon: over the supervisor channel in the sandbox, over a socket connected
+ * before the lockdown without one (the filter allows no socket()). */
+int sandbox_notify(const char *state);
+int sandbox_notifyf(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* WATCHDOG=1 at half of $WATCHDOG_USEC through sandbox_notify() (sd_event_set_watchdog() would
+ * use sd_notify()). 0 when the service manager wants no watchdog. */
+int sandbox_watchdog_attach(sd_event *e);
 
 /* Step 2 (see above). Single-threaded or not: threads created after sandbox_prepare() share the
  * mount namespace; the network namespace is re-entered by every thread in capabilities_apply()'s

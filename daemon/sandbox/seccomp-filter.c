@@ -22,7 +22,7 @@ static const char *const allowed[] = {
         /* memory (malloc, thread stacks, guest memory regions) */
         "brk", "mmap", "munmap", "mremap", "mprotect", "madvise",
         /* threads: queue threads, pool workers, glibc internals */
-        "futex", "set_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid", "tgkill",
+        "futex", "set_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid",
         "sched_yield", "sched_getaffinity", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn",
         "sigaltstack", "restart_syscall",
         /* time, timers, sleeping */
@@ -34,9 +34,11 @@ static const char *const allowed[] = {
         /* fd basics */
         "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
         "pwritev2", "close", "dup", "dup3", "fcntl", "lseek",
-        /* vhost-user socket, D-Bus, sd_notify */
+        /* vhost-user socket, D-Bus, the supervisor channel: every socket exists before the
+         * lockdown (no socket(), no connect(): in chroot mode, with the host's network namespace,
+         * they would reach the host's abstract sockets) */
         "accept4", "sendmsg", "sendto", "recvmsg", "recvfrom", "getsockopt", "setsockopt",
-        "getsockname", "getpeername", "shutdown", "connect",
+        "getsockname", "getpeername", "shutdown",
         /* the passthrough filesystem */
         "openat", "openat2", "newfstatat", "fstat", "statx", "statfs", "fstatfs", "readlinkat",
         "getdents64", "mkdirat", "mknodat", "symlinkat", "linkat", "unlinkat", "renameat",
@@ -51,7 +53,7 @@ static const char *const allowed[] = {
         "setresuid", "setresgid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
         "getresgid", "umask",
         /* libc and libraries */
-        "getrandom", "uname", "getrusage", "prlimit64",
+        "getrandom", "uname", "getrusage",
 };
 
 static const char *const syscall_filter_table[_SYSCALL_FILTER_MAX] = {
@@ -80,8 +82,8 @@ size_t seccomp_allowlist_size(void) {
                 if (!dup && seccomp_syscall_resolve_name(allowed[i]) >= 0)
                         n++;
         }
-        /* socket, clone, unshare, prctl: allowed with conditions */
-        return n + 4;
+        /* clone, unshare, prctl, tgkill, prlimit64: allowed with conditions */
+        return n + 5;
 }
 
 /* Trap mode: name the call by number (scmp_sys_resolver or ausyscall turn it into a name), then
@@ -107,20 +109,17 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx) {
         _exit(128 + sig);
 }
 
-int seccomp_install(SyscallFilter f) {
-        static const int prctl_ok[] = {
-                PR_SET_NAME, PR_GET_NAME,                 /* thread names (GLib, pthread_setname_np) */
-                PR_GET_DUMPABLE, PR_SET_VMA,              /* glibc malloc names its arenas */
-                PR_CAPBSET_READ, PR_GET_NO_NEW_PRIVS,     /* read-only queries */
-                PR_GET_SECUREBITS, PR_GET_KEEPCAPS,
-        };
+/* A filter context whose default action is f's (NULL for SYSCALL_FILTER_NONE, *ret_r = 0). */
+static scmp_filter_ctx filter_new(SyscallFilter f, int *ret_r) {
         scmp_filter_ctx ctx;
         uint32_t def;
         int r;
 
+        *ret_r = 0;
+
         switch (f) {
         case SYSCALL_FILTER_NONE:
-                return 0;
+                return NULL;
         case SYSCALL_FILTER_KILL:
                 def = SCMP_ACT_KILL_PROCESS;
                 break;
@@ -130,21 +129,45 @@ int seccomp_install(SyscallFilter f) {
         case SYSCALL_FILTER_TRAP: {
                 struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER };
                 def = SCMP_ACT_TRAP;
-                if (sigaction(SIGSYS, &sa, NULL) < 0)
-                        return -errno;
+                if (sigaction(SIGSYS, &sa, NULL) < 0) {
+                        *ret_r = -errno;
+                        return NULL;
+                }
                 break;
         }
         default:
-                return -EINVAL;
+                *ret_r = -EINVAL;
+                return NULL;
         }
 
         ctx = seccomp_init(def);
-        if (!ctx)
-                return -ENOMEM;
+        if (!ctx) {
+                *ret_r = -ENOMEM;
+                return NULL;
+        }
         /* Every thread, the ones the executor may have started already included. */
         r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
-        if (r < 0)
-                goto out;
+        if (r < 0) {
+                seccomp_release(ctx);
+                *ret_r = r;
+                return NULL;
+        }
+        return ctx;
+}
+
+int seccomp_install(SyscallFilter f) {
+        static const int prctl_ok[] = {
+                PR_SET_NAME, PR_GET_NAME,                 /* thread names (GLib, pthread_setname_np) */
+                PR_GET_DUMPABLE, PR_SET_VMA,              /* glibc malloc names its arenas */
+                PR_CAPBSET_READ, PR_GET_NO_NEW_PRIVS,     /* read-only queries */
+                PR_GET_SECUREBITS, PR_GET_KEEPCAPS,
+        };
+        scmp_filter_ctx ctx;
+        int r;
+
+        ctx = filter_new(f, &r);
+        if (!ctx)
+                return r;
 
         for (size_t i = 0; i < ELEMENTSOF(allowed); i++) {
                 int nr = seccomp_syscall_resolve_name(allowed[i]);
@@ -154,8 +177,17 @@ int seccomp_install(SyscallFilter f) {
                 if (r < 0 && r != -EEXIST)
                         goto out;
         }
-        /* Unix sockets only (sd_notify opens one per message); no network at all. */
-        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+        /* Signals only to the daemon's own threads (raise, pthread_kill, capabilities_apply); the
+         * pid is the daemon's in its own pid namespace, as getpid() says. */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
+        if (r < 0)
+                goto out;
+        /* Resource limits of itself only (glibc's getrlimit/setrlimit pass pid 0). */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_EQ, 0));
+        if (r < 0)
+                goto out;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
+                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
         if (r < 0)
                 goto out;
         /* Threads, never processes: fork() stays forbidden. clone3 keeps its flags in memory the
@@ -177,6 +209,52 @@ int seccomp_install(SyscallFilter f) {
                 if (r < 0)
                         goto out;
         }
+        r = seccomp_load(ctx);
+out:
+        seccomp_release(ctx);
+        return r;
+}
+
+/* The supervisor's calls (sandbox.c): poll its fds, read signals and the daemon's notifications,
+ * pass them on over the already connected notification socket, forward signals to the daemon,
+ * reap it, remove the socket (inside its chroot), exit the way the daemon did. */
+int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files) {
+        static const char *const sup_allowed[] = {
+                "poll", "ppoll", "read", "recvmsg", "recvfrom", "sendto", "sendmsg", "write", "close",
+                "brk", "mmap", "munmap", "madvise", "futex", "getpid", "gettid", "rt_sigaction",
+                "rt_sigprocmask", "rt_sigreturn", "restart_syscall", "clock_gettime", "exit",
+                "exit_group",
+        };
+        static const char *const sup_files[] = { "openat", "open", "flock", "unlink", "unlinkat" };
+        size_t n = ELEMENTSOF(sup_allowed) + (socket_files ? ELEMENTSOF(sup_files) : 0);
+        scmp_filter_ctx ctx;
+        int r;
+
+        ctx = filter_new(f, &r);
+        if (!ctx)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                size_t k = i - ELEMENTSOF(sup_allowed);
+                int nr = seccomp_syscall_resolve_name(i < ELEMENTSOF(sup_allowed) ? sup_allowed[i] : sup_files[k]);
+                if (nr == __NR_SCMP_ERROR)
+                        continue;
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+                if (r < 0 && r != -EEXIST)
+                        goto out;
+        }
+        /* Signals and waits: the daemon only; raise() at the end: itself only. */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) child));
+        if (r < 0)
+                goto out;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(wait4), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) child));
+        if (r < 0)
+                goto out;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
+        if (r < 0)
+                goto out;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_EQ, 0));
+        if (r < 0)
+                goto out;
         r = seccomp_load(ctx);
 out:
         seccomp_release(ctx);

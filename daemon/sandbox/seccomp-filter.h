@@ -2,7 +2,9 @@
 #pragma once
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 typedef enum SyscallFilter {
         SYSCALL_FILTER_NONE, /* no filter */
@@ -22,6 +24,10 @@ SyscallFilter syscall_filter_default(void);
 /* Loads the allowlist with action f for everything else, on every thread of the process (TSYNC).
  * Needs no-new-privs (capabilities_apply()) or CAP_SYS_ADMIN. SYSCALL_FILTER_NONE does nothing. */
 int seccomp_install(SyscallFilter f);
+
+/* The supervisor's own, smaller allowlist (sandbox.c): kill and wait4 only on child, files only
+ * when socket_files (removing the socket at the end). Needs no-new-privs. */
+int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files);
 
 /* Number of system calls the allowlist names that exist on this architecture. */
 size_t seccomp_allowlist_size(void);
