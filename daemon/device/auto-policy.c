@@ -8,22 +8,22 @@
 #include "util.h"
 
 #define EXEC_BACKLOG_BUDGET_NS 50000u /* auto: work waiting in one queue before it is shared out */
-#define EXEC_SLOW_NS 200000u          /* auto: waiting work at least this slow always leaves */
+#define EXEC_SLOW_NS 200000u /* auto: waiting work at least this slow always leaves */
 /* auto: off-CPU time below this is not worth a hand-off (which costs a few µs itself), and is what
  * preemption or a page fault adds to a CPU-bound request now and then */
 #define EXEC_WAIT_MIN_NS 20000u
-#define EXEC_EWMA_SHIFT 3             /* estimate += (sample - estimate) / 8 */
+#define EXEC_EWMA_SHIFT 3 /* estimate += (sample - estimate) / 8 */
 /* auto: one request of a class in this many has its CPU time measured. Reading a thread's CPU clock
  * is a system call (1.3 µs on the development VM, twice per sample): 1 in 256 costs a 3 µs GETATTR
  * 0.3 %; may-block classes (tens of µs and more) are sampled more often, so that their rarer
  * requests still correct the starting guess soon. Counted per class, so rare classes get samples. */
 static const uint16_t sample_every[_EXEC_CLASS_MAX] = {
-        [EXEC_CLASS_META] = 256, [EXEC_CLASS_DIR] = 32,  [EXEC_CLASS_IO] = 256,
+        [EXEC_CLASS_META] = 256,    [EXEC_CLASS_DIR] = 32, [EXEC_CLASS_IO] = 256,
         [EXEC_CLASS_LARGE_IO] = 32, [EXEC_CLASS_SYNC] = 8, [EXEC_CLASS_LOCK_WAIT] = 8,
 };
 
 static const uint32_t est_initial_ns[_EXEC_CLASS_MAX] = {
-        [EXEC_CLASS_META] = 12500,       [EXEC_CLASS_DIR] = 25000,     [EXEC_CLASS_IO] = 12500,
+        [EXEC_CLASS_META] = 12500,       [EXEC_CLASS_DIR] = 25000,    [EXEC_CLASS_IO] = 12500,
         [EXEC_CLASS_LARGE_IO] = 1000000, [EXEC_CLASS_SYNC] = 1000000, [EXEC_CLASS_LOCK_WAIT] = 1000000,
 };
 
@@ -97,7 +97,7 @@ ExecRoute auto_route(Executor *e, ExecQueue *q, ExecClass c, unsigned backlog) {
                 return EXEC_ROUTE_INLINE;
         if (est >= EXEC_SLOW_NS)
                 return EXEC_ROUTE_POOL;
-        if (backlog == 0 || ((uint64_t) backlog + 1) * est <= EXEC_BACKLOG_BUDGET_NS)
+        if (backlog == 0 || ((uint64_t)backlog + 1) * est <= EXEC_BACKLOG_BUDGET_NS)
                 return EXEC_ROUTE_INLINE;
         /* Backed up. Only now look at the pool's shared counters (lock-free reads). */
         live = atomic_load_explicit(&e->pool.live, memory_order_relaxed);
@@ -122,9 +122,9 @@ bool executor_want_sample(ExecQueue *q, ExecClass c) {
  * may update concurrently, and a lost update only delays the estimate by one sample. */
 static void ewma_update(_Atomic uint32_t *est, uint64_t sample_ns) {
         uint32_t old = atomic_load_explicit(est, memory_order_relaxed);
-        uint32_t sample = (uint32_t) MIN(sample_ns, (uint64_t) UINT32_MAX);
-        uint32_t next = sample >= old ? old + ((sample - old) >> EXEC_EWMA_SHIFT)
-                                      : old - ((old - sample) >> EXEC_EWMA_SHIFT);
+        uint32_t sample = (uint32_t)MIN(sample_ns, (uint64_t)UINT32_MAX);
+        uint32_t next =
+                sample >= old ? old + ((sample - old) >> EXEC_EWMA_SHIFT) : old - ((old - sample) >> EXEC_EWMA_SHIFT);
 
         if (next != old)
                 atomic_store_explicit(est, next, memory_order_relaxed);

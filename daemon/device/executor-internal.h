@@ -29,9 +29,9 @@ struct WorkerSet {
         pthread_cond_t exit_cond; /* executor_free(): the last worker exited */
         ExecWork *head, *tail;
         _Atomic unsigned queued; /* length of the list; written under lock, read lock-free by auto */
-        _Atomic unsigned live;   /* workers alive or being created; written under lock */
-        unsigned idle;           /* workers waiting on work_cond */
-        unsigned target;         /* pool: workers wanted; helpers: 0 */
+        _Atomic unsigned live; /* workers alive or being created; written under lock */
+        unsigned idle; /* workers waiting on work_cond */
+        unsigned target; /* pool: workers wanted; helpers: 0 */
         unsigned cap;
         bool stopping;
         Worker *dead; /* exited, waiting to be joined */

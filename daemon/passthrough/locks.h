@@ -17,5 +17,5 @@ void plock_drop_handle(Passthrough *p, Handle *h);
 
 /* FsOps.getlk and FsOps.setlk. */
 int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, FsLock *lk);
-int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk,
-             bool is_flock, bool wait);
+int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk, bool is_flock,
+             bool wait);

@@ -16,7 +16,7 @@ struct Passthrough {
         FdBudget budget;
         InodeMap *inodes;
         HandleMap *handles;
-        int proc_self_fd;     /* /proc/self/fd: re-opening O_PATH handles without following links */
+        int proc_self_fd; /* /proc/self/fd: re-opening O_PATH handles without following links */
         _Atomic bool writeback; /* negotiated for the current session */
 };
 
