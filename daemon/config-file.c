@@ -128,6 +128,10 @@ static int apply_rlimit(Config *c, const char *path, const KeyDef *def, const ch
         return 0;
 }
 
+static int apply_bus_user(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        return set_str(&c->bus_user, s);
+}
+
 static int apply_log_level(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
         int l = log_level_from_string(s);
         if (l < 0)
@@ -155,6 +159,7 @@ static const KeyDef keys[] = {
         { "Security", "Sandbox", KEY_STRING, 0, 0, apply_sandbox },
         { "Security", "Seccomp", KEY_STRING, 0, 0, apply_seccomp },
         { "Security", "RlimitNofile", KEY_UINT, 1, UINT32_MAX, apply_rlimit },
+        { "Security", "BusUser", KEY_STRING, 0, 0, apply_bus_user },
         { "Service", "LogLevel", KEY_STRING, 0, 0, apply_log_level },
         { "Service", "KeepListening", KEY_BOOL, 0, 0, apply_keep_listening },
 };

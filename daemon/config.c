@@ -34,6 +34,7 @@ void config_done(Config *c) {
         free(c->modcaps);
         free(c->instance);
         free(c->bus);
+        free(c->bus_user);
         free(c->config_file);
         *c = (Config) {};
 }
@@ -84,6 +85,8 @@ static void help(void) {
                "  --bus=system|session|none|ADDRESS\n"
                "                            D-Bus bus for the control interface (default: system as\n"
                "                            root, session otherwise); serving goes on without one\n"
+               "  --bus-user=USER           identity of the bus connection when run as root (default\n"
+               "                            vufsd-bus, for the system bus; never root)\n"
                "\n"
                "Other:\n"
                "  --sandbox=namespace|chroot|none\n"
@@ -281,6 +284,7 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 ARG_PRINT_CAPS,
                 ARG_INSTANCE,
                 ARG_BUS,
+                ARG_BUS_USER,
                 ARG_CONFIG,
                 ARG_ALLOW_PRIVILEGED_FILES,
         };
@@ -305,6 +309,7 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 { "print-capabilities", no_argument, NULL, ARG_PRINT_CAPS },
                 { "instance", required_argument, NULL, ARG_INSTANCE },
                 { "bus", required_argument, NULL, ARG_BUS },
+                { "bus-user", required_argument, NULL, ARG_BUS_USER },
                 { "config", required_argument, NULL, ARG_CONFIG },
                 { "allow-privileged-files", no_argument, NULL, ARG_ALLOW_PRIVILEGED_FILES },
                 { "debug", no_argument, NULL, 'd' },
@@ -412,6 +417,9 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         break;
                 case ARG_BUS:
                         r = set_string(&c->bus, optarg);
+                        break;
+                case ARG_BUS_USER:
+                        r = set_string(&c->bus_user, optarg);
                         break;
                 case ARG_CONFIG:
                         r = set_string(&c->config_file, optarg);

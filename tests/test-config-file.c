@@ -1,5 +1,6 @@
 /* test-config-file.c: the per-instance configuration file, "-o" lists and the command line on top. */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,25 @@ START_TEST(test_instance_names) {
 }
 END_TEST
 
+/* The bus identity: in the file and on the command line. */
+START_TEST(test_bus_user) {
+        char a0[] = "vufsd", a1[] = "--bus-user=someone";
+        char *argv[] = { a0, a1, NULL };
+        Config c;
+
+        ck_assert_int_eq(load("[Security]\nBusUser=vufsd-bus\n", &c), 1);
+        ck_assert_str_eq(c.bus_user, "vufsd-bus");
+        ck_assert_int_eq(config_parse_argv(&c, 2, argv), 0);
+        ck_assert_str_eq(c.bus_user, "someone");
+        config_done(&c);
+        ck_assert_int_eq(load("[Security]\nBusUser=\n", &c), -EINVAL);
+        config_done(&c);
+        config_init(&c);
+        ck_assert_ptr_null(c.bus_user); /* the default: vufsd-bus for the system bus (bus-name.h) */
+        config_done(&c);
+}
+END_TEST
+
 static Suite *config_file_suite(void) {
         Suite *s = suite_create("config-file");
         TCase *tc = tcase_create("core");
@@ -226,6 +246,7 @@ static Suite *config_file_suite(void) {
         tcase_add_test(tc, test_command_line_overrides);
         tcase_add_test(tc, test_o_commas);
         tcase_add_test(tc, test_instance_names);
+        tcase_add_test(tc, test_bus_user);
         suite_add_tcase(s, tc);
         return s;
 }
