@@ -235,6 +235,26 @@ START_TEST(test_bus_user) {
 }
 END_TEST
 
+/* The cap on directory read-ahead: in the file and on the command line, at least one buffer. */
+START_TEST(test_dir_buffer_max) {
+        char a0[] = "vufsd", a1[] = "--dir-buffer-max=65536", b1[] = "--dir-buffer-max=100";
+        char *argv[] = { a0, a1, NULL }, *bad[] = { a0, b1, NULL };
+        Config c;
+
+        ck_assert_int_eq(load("[Security]\nDirBufferMax=16384\n", &c), 1);
+        ck_assert_uint_eq(c.fs.dir_buffer_max, 16384);
+        ck_assert_int_eq(config_parse_argv(&c, 2, argv), 0);
+        ck_assert_uint_eq(c.fs.dir_buffer_max, 65536);
+        ck_assert_int_lt(config_parse_argv(&c, 2, bad), 0); /* below one buffer */
+        config_done(&c);
+        ck_assert_int_eq(load("[Security]\nDirBufferMax=100\n", &c), -EINVAL);
+        config_done(&c);
+        config_init(&c);
+        ck_assert_uint_eq(c.fs.dir_buffer_max, 0); /* the default: 64 MiB (dir-stream.h) */
+        config_done(&c);
+}
+END_TEST
+
 static Suite *config_file_suite(void) {
         Suite *s = suite_create("config-file");
         TCase *tc = tcase_create("core");
@@ -247,6 +267,7 @@ static Suite *config_file_suite(void) {
         tcase_add_test(tc, test_o_commas);
         tcase_add_test(tc, test_instance_names);
         tcase_add_test(tc, test_bus_user);
+        tcase_add_test(tc, test_dir_buffer_max);
         suite_add_tcase(s, tc);
         return s;
 }
