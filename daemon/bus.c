@@ -644,8 +644,8 @@ typedef struct BusIdentity {
 static int resolve_identity(const char *spec, const char *user, gid_t admin_gid, BusIdentity *id) {
         bool system = streq(spec, "system");
         struct passwd pwbuf, *pw = NULL;
-        gid_t groups[64];
-        int n = (int) ELEMENTSOF(groups), r;
+        _cleanup_free_ gid_t *groups = NULL;
+        int n = 64, r;
         char buf[4096];
 
         *id = (BusIdentity) {};
@@ -673,11 +673,24 @@ static int resolve_identity(const char *spec, const char *user, gid_t admin_gid,
                             user);
                 return -EPERM;
         }
-        /* A member of the admin group may change every instance: a taken-over daemon must not. */
-        if (getgrouplist(user, pw->pw_gid, groups, &n) < 0)
-                n = 0; /* more than 64 groups: only the primary group is known to be checked below */
-        for (int i = 0; admin_gid != (gid_t) -1 && i <= n; i++)
-                if ((i < n ? groups[i] : pw->pw_gid) == admin_gid) {
+        /* A member of the admin group may change every instance: a taken-over daemon must not. The
+         * list includes the primary group; getgrouplist() says how many when they do not fit. */
+        for (;;) {
+                int want = n;
+                free(groups);
+                groups = calloc((size_t) want, sizeof *groups);
+                if (!groups)
+                        return -ENOMEM;
+                if (getgrouplist(user, pw->pw_gid, groups, &n) >= 0)
+                        break;
+                if (n <= want) { /* cannot tell: do not connect */
+                        log_warning("Cannot list the groups of bus user \"%s\": serving without the control plane",
+                                    user);
+                        return -EIO;
+                }
+        }
+        for (int i = 0; admin_gid != (gid_t) -1 && i < n; i++)
+                if (groups[i] == admin_gid) {
                         log_warning("Bus user \"%s\" is in group \"%s\", which may change every instance: "
                                     "serving without the control plane",
                                     user, BUS_ADMIN_GROUP);

@@ -12,7 +12,7 @@
 # Needs root (it switches users with setpriv), dbus-daemon, python3.
 set -uo pipefail
 
-: "${VUFSD_BINARY:?}" "${FSCTL_BINARY:?}" "${VUFSD_DBUS_POLICY:?}"
+: "${VUFSD_BINARY:?}" "${FSCTL_BINARY:?}" "${VUFSD_DBUS_POLICY:?}" "${FE_TRAFFIC:?}"
 PY=/usr/bin/python3
 SRC_TESTS=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" != 0 ]; then
@@ -32,10 +32,12 @@ pids=()
 vufsd_pids=()
 made_group=
 made_user=
+made_adm_user=
 cleanup() {
         for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
         for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
         [ -n "$made_user" ] && userdel vufsd-bus
+        [ -n "$made_adm_user" ] && userdel vufsd-test-adm
         [ -n "$made_group" ] && groupdel vufsd
         rm -rf "$T"
 }
@@ -233,6 +235,22 @@ for _ in $(seq 200); do grep -q "Not allowed to own\|Cannot own\|Control interfa
 check "group vufsd's vufsd may not own org.vufsd.Instance.squat" grep -q "Not allowed to own org.vufsd.Instance.squat" "$T/squat/log"
 as_root list --quiet
 check "squat is not on the bus" test "$out" = "pol1"
+# A bus user in the group vufsd (which may change every instance) is refused: no connection at all.
+if ! getent passwd vufsd-test-adm >/dev/null; then
+        useradd --system --no-create-home --home-dir / --shell /usr/sbin/nologin -g vufsd vufsd-test-adm &&
+                made_adm_user=1
+fi
+mkdir -p "$T/adm"
+"$VUFSD_BINARY" --socket-path "$T/adm/vu.sock" --shared-dir "$T/adm" --instance adm --bus-user vufsd-test-adm \
+        --keep-listening >"$T/adm/log" 2>&1 &
+apid=$!
+pids+=($apid)
+vufsd_pids+=($apid)
+for _ in $(seq 200); do grep -q "Serving" "$T/adm/log" && break; sleep 0.05; done
+check "a bus user in group vufsd is refused" grep -q 'Bus user "vufsd-test-adm" is in group "vufsd"' "$T/adm/log"
+check "... and no connection is made" bash -c "! grep -q 'Control interface\|Cannot own\|Not allowed' '$T/adm/log'"
+check "... while the guest is still served" kill -0 $apid
+
 # Nor may the daemon's own identity change instances: another taken-over vufsd must not steer this one.
 out=$(setpriv --reuid="$BUS_UID" --regid="$(id -g vufsd-bus)" --clear-groups "$T/fsctl" -i pol1 set-threads 2 2>"$T/err"); rc=$?; err=$(cat "$T/err")
 want 4 "user vufsd-bus: set-threads denied"
@@ -246,9 +264,16 @@ out=$("$PY" "$SRC_TESTS/test-bus-inject.py" root - "$BUS_SOCK" org.vufsd.Instanc
 want 0 "raw SetThreads from a fresh root connection sent"
 as_root -i pol1 status --json
 check "positive control: root's raw SetThreads(pool, 7) took effect" json 'd["thread_mode"]=="pool" and d["pool_size"]==7'
-out=$("$PY" "$SRC_TESTS/test-bus-inject.py" steal "${vufsd_pids[-1]}" "$BUS_SOCK" org.vufsd.Instance.pol1 9 2>&1); rc=$?
-want 0 "raw SetThreads written on pol3's own bus connection"
+# pol3 is serving a guest (the test frontend's verified traffic) while its connection is used.
+"$FE_TRAFFIC" "$T/pol3.sock" --seconds 3 >"$T/traffic.out" 2>&1 &
+tpid=$!
+pids+=($tpid)
 sleep 0.5
+out=$("$PY" "$SRC_TESTS/test-bus-inject.py" steal "${vufsd_pids[-1]}" "$BUS_SOCK" org.vufsd.Instance.pol1 9 2>&1); rc=$?
+want 0 "raw SetThreads written on pol3's own bus connection, pol3 serving a guest"
+wait $tpid
+trc=$?
+check "pol3's guest traffic ran and verified meanwhile (exit $trc: $(cat "$T/traffic.out"))" test $trc = 0
 as_root -i pol1 status --json
 check "the daemon's connection cannot change pol1 (pool size still 7)" json 'd["thread_mode"]=="pool" and d["pool_size"]==7'
 as_root list --quiet
@@ -306,7 +331,7 @@ for p in "${vufsd_pids[@]}"; do
         rc=$?
         if [ $rc = 0 ]; then ok "vufsd $p exits 0 on SIGTERM"; else fail "vufsd $p exited $rc on SIGTERM"; fi
 done
-if grep -hE "ERROR: (Address|Leak|Thread)Sanitizer|runtime error:" "$T"/vufsd-*.log "$T/nobody/log" "$T/squat/log" "$T/impostor/log"; then
+if grep -hE "ERROR: (Address|Leak|Thread)Sanitizer|runtime error:" "$T"/vufsd-*.log "$T/nobody/log" "$T/squat/log" "$T/impostor/log" "$T/adm/log"; then
         fail "sanitizer reports from vufsd (above)"
 else
         ok "no sanitizer report from vufsd"
