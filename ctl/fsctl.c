@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -241,6 +242,37 @@ static int resolve_target(sd_bus *bus, char **ret_name) {
                         arg_instance = inst; /* for messages; lives until exit */
         }
         return 0;
+}
+
+/* On the system bus an instance's name must be owned by vufsd itself: root or BUS_DAEMON_USER
+ * (what vufsd connects as). The policy lets nobody else own it, but an old or hand-written policy
+ * might: then whoever holds the name would read root's changes and answer with made-up state.
+ * Other buses (--user, --address) are the caller's own. Returns 0 or -exit code. */
+static int check_owner(sd_bus *bus, const char *name) {
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        struct passwd *pw;
+        uint32_t uid;
+        int r;
+
+        if (arg_bus_type != BUS_SYSTEM)
+                return 0;
+        r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "GetConnectionUnixUser", &e, &reply, "s", name);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "u", &uid);
+        if (r < 0)
+                return -bus_error_exit(&e, r, "finding the instance's owner");
+        if (uid == 0)
+                return 0;
+        pw = getpwnam(BUS_DAEMON_USER);
+        if (pw && pw->pw_uid == uid)
+                return 0;
+        fprintf(stderr,
+                "fsctl: %s is owned by uid %" PRIu32 ", not by vufsd (root or user \"%s\"): not "
+                "talking to it (check the bus policy, docs/dbus.md)\n",
+                name, uid, BUS_DAEMON_USER);
+        return -EXIT_FAILED;
 }
 
 /* ---- properties ---- */
@@ -1334,6 +1366,8 @@ static int run(int argc, char *argv[]) {
         if (streq(verb, "list"))
                 return verb_list(bus);
         r = resolve_target(bus, &name);
+        if (r >= 0)
+                r = check_owner(bus, name);
         if (r < 0)
                 return -r;
         if (streq(verb, "status"))

@@ -2,13 +2,16 @@
 #include "bus.h"
 
 #include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-login.h>
 #include <time.h>
+#include <unistd.h>
 #include <linux/fuse.h>
 
 #include "executor.h"
@@ -623,6 +626,92 @@ static int resolve_instance(const Config *c, char **ret) {
         return asprintf(ret, "pid%d", (int) getpid()) < 0 ? -ENOMEM : 0;
 }
 
+/* Who the bus sees. Run as root, vufsd does not connect to the system bus as root: a daemon
+ * taken over through a guest would keep a root connection, and root may call every root-only
+ * service on the host bus (systemd's StartTransientUnit is host root). The connection is made with
+ * the dedicated unprivileged identity BusUser= (default BUS_DAEMON_USER) instead; dbus-daemon takes
+ * the peer's credentials at connect() (SO_PEERCRED) and checks the uid sd-bus claims in AUTH
+ * EXTERNAL against them, so the whole connection belongs to that user, whose only right in the
+ * policy is owning org.vufsd.Instance.* names. */
+typedef struct BusIdentity {
+        bool switch_ids; /* false: connect as the process is (not root, or a bus chosen by address) */
+        uid_t uid;
+        gid_t gid;
+} BusIdentity;
+
+/* 0 with id filled in, or a negative errno after logging why no connection is made (fail closed:
+ * the guest is served without the control plane rather than over a root connection). */
+static int resolve_identity(const char *spec, const char *user, gid_t admin_gid, BusIdentity *id) {
+        bool system = streq(spec, "system");
+        struct passwd pwbuf, *pw = NULL;
+        _cleanup_free_ gid_t *groups = NULL;
+        int n = 64, r;
+        char buf[4096];
+
+        *id = (BusIdentity) {};
+        if (geteuid() != 0) {
+                if (user)
+                        log_warning("BusUser=%s ignored: only root can connect as another user", user);
+                return 0;
+        }
+        /* The session bus and an explicit address are the operator's own choice (a private bus);
+         * BusUser= set explicitly applies to them too. */
+        if (!user && !system)
+                return 0;
+        if (!user)
+                user = BUS_DAEMON_USER;
+        r = getpwnam_r(user, &pwbuf, buf, sizeof buf, &pw);
+        if (r != 0 || !pw) {
+                log_warning("Bus user \"%s\" does not exist (systemd-sysusers creates it from vufsd.sysusers): "
+                            "not connecting to the bus as root, serving without the control plane",
+                            user);
+                return r > 0 ? -r : -ENOENT;
+        }
+        if (pw->pw_uid == 0) {
+                log_warning("Bus user \"%s\" is root: not connecting to the bus as root, serving without the "
+                            "control plane",
+                            user);
+                return -EPERM;
+        }
+        /* A member of the admin group may change every instance: a taken-over daemon must not. The
+         * list includes the primary group; getgrouplist() says how many when they do not fit. */
+        for (;;) {
+                int want = n;
+                free(groups);
+                groups = calloc((size_t) want, sizeof *groups);
+                if (!groups)
+                        return -ENOMEM;
+                if (getgrouplist(user, pw->pw_gid, groups, &n) >= 0)
+                        break;
+                if (n <= want) { /* cannot tell: do not connect */
+                        log_warning("Cannot list the groups of bus user \"%s\": serving without the control plane",
+                                    user);
+                        return -EIO;
+                }
+        }
+        for (int i = 0; admin_gid != (gid_t) -1 && i < n; i++)
+                if (groups[i] == admin_gid) {
+                        log_warning("Bus user \"%s\" is in group \"%s\", which may change every instance: "
+                                    "serving without the control plane",
+                                    user, BUS_ADMIN_GROUP);
+                        return -EPERM;
+                }
+        *id = (BusIdentity) { .switch_ids = true, .uid = pw->pw_uid, .gid = pw->pw_gid };
+        return 0;
+}
+
+/* Per thread: the raw system calls, since glibc's setresuid() changes every thread of the process
+ * (the executor's workers run as root meanwhile and must stay so). Only the effective ids change;
+ * real and saved stay root, so the kernel keeps the permitted capabilities and the effective ones
+ * come back with the effective uid. */
+static int thread_set_effective_ids(uid_t uid, gid_t gid) {
+        if (syscall(SYS_setresgid, (gid_t) -1, gid, (gid_t) -1) < 0)
+                return negative_errno();
+        if (syscall(SYS_setresuid, (uid_t) -1, uid, (uid_t) -1) < 0)
+                return negative_errno();
+        return 0;
+}
+
 static int bus_connect(const char *spec, sd_bus **ret, const char **ret_what) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         int r;
@@ -653,6 +742,38 @@ static int bus_connect(const char *spec, sd_bus **ret, const char **ret_what) {
         return 0;
 }
 
+/* Connects as id: the socket is connected, authenticated and Hello answered while this thread has
+ * the bus user's effective ids, then the thread is root again. -ENOTRECOVERABLE if it cannot
+ * return to root (the daemon must not go on serving with the wrong ids). */
+static int bus_connect_as(const char *spec, const BusIdentity *id, sd_bus **ret, const char **ret_what) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        uid_t euid = geteuid();
+        gid_t egid = getegid();
+        const char *unique;
+        int r, k;
+
+        if (!id->switch_ids)
+                return bus_connect(spec, ret, ret_what);
+        r = thread_set_effective_ids(id->uid, id->gid);
+        if (r >= 0)
+                r = bus_connect(spec, &bus, ret_what);
+        if (r >= 0) {
+                (void) sd_bus_set_method_call_timeout(bus, BUS_CALL_TIMEOUT_USEC);
+                /* Waits for the authentication and Hello: both are done before the ids go back. */
+                r = sd_bus_get_unique_name(bus, &unique);
+        }
+        k = thread_set_effective_ids(euid, egid);
+        if (k < 0) {
+                log_error_errno(k, "Cannot return to uid %u after connecting to the bus: %m", (unsigned) euid);
+                return -ENOTRECOVERABLE;
+        }
+        if (r < 0)
+                return r;
+        log_debug("Connected to the %s as uid %u, unique name %s", *ret_what, (unsigned) id->uid, unique);
+        *ret = TAKE_PTR(bus);
+        return 0;
+}
+
 Bus *bus_free(Bus *b) {
         if (!b)
                 return NULL;
@@ -671,10 +792,14 @@ const char *bus_instance(Bus *b) {
 int bus_open(Manager *m) {
         _cleanup_(bus_freep) Bus *b = NULL;
         const char *spec = m->config->bus, *what = NULL;
+        BusIdentity id;
         int r;
 
         if (spec && streq(spec, "none"))
                 return 0;
+        /* Decided here, as the process is: bus_connect_as() may run with another effective uid. */
+        if (!spec)
+                spec = geteuid() == 0 ? "system" : "session";
 
         b = calloc(1, sizeof *b);
         if (!b)
@@ -695,7 +820,12 @@ int bus_open(Manager *m) {
         if (r < 0)
                 return r;
 
-        r = bus_connect(spec, &b->bus, &what);
+        r = resolve_identity(spec, m->config->bus_user, b->admin_gid, &id);
+        if (r < 0)
+                return 0;
+        r = bus_connect_as(spec, &id, &b->bus, &what);
+        if (r == -ENOTRECOVERABLE)
+                return r;
         if (r < 0) {
                 log_warning_errno(r, "No D-Bus bus reachable (%s: %m): serving without the control plane", what);
                 return 0;
@@ -717,8 +847,9 @@ int bus_open(Manager *m) {
                         log_warning("%s is already owned on the %s (another vufsd with instance \"%s\"?): "
                                     "serving without the control plane", b->name, what, b->instance);
                 else if (r == -EACCES || r == -EPERM)
-                        log_warning("Not allowed to own %s on the %s (the policy lets root and group \"%s\" "
-                                    "own it): serving without the control plane", b->name, what, BUS_ADMIN_GROUP);
+                        log_warning("Not allowed to own %s on the %s (the policy lets only user \"%s\" own "
+                                    "it): serving without the control plane",
+                                    b->name, what, BUS_DAEMON_USER);
                 else
                         log_warning_errno(r, "Cannot own %s on the %s (%m): serving without the control plane",
                                           b->name, what);

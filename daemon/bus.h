@@ -11,9 +11,14 @@ typedef struct Manager Manager;
 typedef struct Bus Bus;
 
 /* Connects to the bus chosen by --bus, publishes the object and owns the instance's name, all
- * before returning (so READY=1, sent later, implies the name is owned). A bus that cannot be
- * reached, or a name that cannot be owned, is logged once and leaves m->bus NULL: the guest is
- * served anyway. Fails only on bad input (-EINVAL: instance name) or -ENOMEM. */
+ * before returning (so READY=1, sent later, implies the name is owned). As root, the connection to
+ * the system bus is made as BUS_DAEMON_USER (bus-name.h) or --bus-user / [Security] BusUser= (any
+ * bus, then), never as root: a user that does not exist, is root or is in BUS_ADMIN_GROUP means
+ * no connection at all. A bus that cannot be reached, or a name that
+ * cannot be owned, is logged once and leaves m->bus NULL: the guest is served anyway. Fails only
+ * on bad input (-EINVAL: instance name), -ENOMEM, or -ENOTRECOVERABLE when the thread cannot return
+ * to root after connecting. Call it before any sandbox: it needs CAP_SETUID/CAP_SETGID and the
+ * user database. */
 int bus_open(Manager *m);
 Bus *bus_free(Bus *b);
 

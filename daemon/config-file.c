@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "dir-stream.h"
 #include "log.h"
 
 /* After util.h: GLib #undefs and redefines MIN/MAX, the other order warns. */
@@ -128,6 +129,15 @@ static int apply_rlimit(Config *c, const char *path, const KeyDef *def, const ch
         return 0;
 }
 
+static int apply_bus_user(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        return set_str(&c->bus_user, s);
+}
+
+static int apply_dir_buffer_max(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        c->fs.dir_buffer_max = u;
+        return 0;
+}
+
 static int apply_log_level(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
         int l = log_level_from_string(s);
         if (l < 0)
@@ -155,6 +165,8 @@ static const KeyDef keys[] = {
         { "Security", "Sandbox", KEY_STRING, 0, 0, apply_sandbox },
         { "Security", "Seccomp", KEY_STRING, 0, 0, apply_seccomp },
         { "Security", "RlimitNofile", KEY_UINT, 1, UINT32_MAX, apply_rlimit },
+        { "Security", "DirBufferMax", KEY_UINT, DIR_STREAM_BUF_SIZE, DIR_STREAM_MAX_CAP, apply_dir_buffer_max },
+        { "Security", "BusUser", KEY_STRING, 0, 0, apply_bus_user },
         { "Service", "LogLevel", KEY_STRING, 0, 0, apply_log_level },
         { "Service", "KeepListening", KEY_BOOL, 0, 0, apply_keep_listening },
 };

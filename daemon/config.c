@@ -9,6 +9,7 @@
 #include "capabilities.h"
 #include "config-file.h"
 #include "device.h"
+#include "dir-stream.h"
 #include "executor.h"
 #include "log.h"
 #include "sandbox.h"
@@ -34,6 +35,7 @@ void config_done(Config *c) {
         free(c->modcaps);
         free(c->instance);
         free(c->bus);
+        free(c->bus_user);
         free(c->config_file);
         *c = (Config) {};
 }
@@ -84,6 +86,8 @@ static void help(void) {
                "  --bus=system|session|none|ADDRESS\n"
                "                            D-Bus bus for the control interface (default: system as\n"
                "                            root, session otherwise); serving goes on without one\n"
+               "  --bus-user=USER           identity of the bus connection when run as root (default\n"
+               "                            vufsd-bus, for the system bus; never root)\n"
                "\n"
                "Other:\n"
                "  --sandbox=namespace|chroot|none\n"
@@ -98,6 +102,8 @@ static void help(void) {
                "                            sandbox (default: refused/stripped, nosuid,nodev: a host\n"
                "                            user could use such files; see docs/security.md)\n"
                "  --rlimit-nofile=N         open-file limit to set\n"
+               "  --dir-buffer-max=BYTES    directory read-ahead kept for all open directories\n"
+               "                            (default 64 MiB, at least 16384)\n"
                "  --log-level=LEVEL         err, warning, notice, info (default), debug\n"
                "  -d, --debug               same as --log-level=debug\n"
                "  --print-capabilities      print the vhost-user backend capabilities (JSON) and exit\n"
@@ -281,6 +287,8 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 ARG_PRINT_CAPS,
                 ARG_INSTANCE,
                 ARG_BUS,
+                ARG_BUS_USER,
+                ARG_DIR_BUFFER_MAX,
                 ARG_CONFIG,
                 ARG_ALLOW_PRIVILEGED_FILES,
         };
@@ -305,6 +313,8 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 { "print-capabilities", no_argument, NULL, ARG_PRINT_CAPS },
                 { "instance", required_argument, NULL, ARG_INSTANCE },
                 { "bus", required_argument, NULL, ARG_BUS },
+                { "bus-user", required_argument, NULL, ARG_BUS_USER },
+                { "dir-buffer-max", required_argument, NULL, ARG_DIR_BUFFER_MAX },
                 { "config", required_argument, NULL, ARG_CONFIG },
                 { "allow-privileged-files", no_argument, NULL, ARG_ALLOW_PRIVILEGED_FILES },
                 { "debug", no_argument, NULL, 'd' },
@@ -412,6 +422,17 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         break;
                 case ARG_BUS:
                         r = set_string(&c->bus, optarg);
+                        break;
+                case ARG_BUS_USER:
+                        r = set_string(&c->bus_user, optarg);
+                        break;
+                case ARG_DIR_BUFFER_MAX:
+                        if (parse_uint(optarg, DIR_STREAM_MAX_CAP, &u) < 0 || u < DIR_STREAM_BUF_SIZE) {
+                                fprintf(stderr, "vufsd: --dir-buffer-max must be %u..%llu bytes\n",
+                                        DIR_STREAM_BUF_SIZE, (unsigned long long) DIR_STREAM_MAX_CAP);
+                                return -EINVAL;
+                        }
+                        c->fs.dir_buffer_max = u;
                         break;
                 case ARG_CONFIG:
                         r = set_string(&c->config_file, optarg);

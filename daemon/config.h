@@ -26,6 +26,7 @@ typedef struct Config {
         char *modcaps;      /* --modcaps +cap:-cap (capabilities.h) */
         char *instance;
         char *bus;          /* --bus system|session|none|ADDRESS; NULL = system as root, else session */
+        char *bus_user;     /* --bus-user: identity of the bus connection; NULL = vufsd-bus for the system bus */
         char *config_file; /* --config: per-instance file (see config-file.h) */
 
         FsOptions fs;

@@ -4,11 +4,17 @@
 # with AccessDenied while reads work, the group "vufsd" may change, and nobody else may own an
 # instance name. Then, on a bus that lets everything through, the daemon's own check still refuses
 # the unprivileged caller. vufsd and fsctl find the bus through DBUS_SYSTEM_BUS_ADDRESS.
+# The daemon's own connection (issue 13 items 7 and 11): root's vufsd is on the bus as the user
+# vufsd-bus, not uid 0; a member of the group vufsd can no longer own (squat) an instance name; and
+# a call written on the serving daemon's own connection (taken from the running process with
+# pidfd_getfd, as a taken-over daemon would use it) cannot change another instance, while the same
+# bytes from root do.
 # Needs root (it switches users with setpriv), dbus-daemon, python3.
 set -uo pipefail
 
-: "${VUFSD_BINARY:?}" "${FSCTL_BINARY:?}" "${VUFSD_DBUS_POLICY:?}"
+: "${VUFSD_BINARY:?}" "${FSCTL_BINARY:?}" "${VUFSD_DBUS_POLICY:?}" "${FE_TRAFFIC:?}"
 PY=/usr/bin/python3
+SRC_TESTS=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" != 0 ]; then
         echo "SKIP: needs root to run callers as other users"
         exit 77
@@ -25,9 +31,13 @@ chmod 755 "$T" # the unprivileged caller must reach the bus socket and our copy 
 pids=()
 vufsd_pids=()
 made_group=
+made_user=
+made_adm_user=
 cleanup() {
         for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
         for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+        [ -n "$made_user" ] && userdel vufsd-bus
+        [ -n "$made_adm_user" ] && userdel vufsd-test-adm
         [ -n "$made_group" ] && groupdel vufsd
         rm -rf "$T"
 }
@@ -61,6 +71,13 @@ if ! getent group vufsd >/dev/null; then
         groupadd --system vufsd && made_group=1
 fi
 ADMIN_GID=$(getent group vufsd | cut -d: -f3)
+# The identity vufsd connects with (units/vufsd.sysusers creates it on a real system), also before
+# dbus-daemon reads the policy that names it.
+if ! getent passwd vufsd-bus >/dev/null; then
+        useradd --system --user-group --no-create-home --home-dir / --shell /usr/sbin/nologin vufsd-bus &&
+                made_user=1
+fi
+BUS_UID=$(id -u vufsd-bus)
 
 start_bus() { # start_bus NAME POLICY-BODY: a bus in $T/NAME; sets $ADDR
         local dir=$T/$1
@@ -129,6 +146,10 @@ export DBUS_SYSTEM_BUS_ADDRESS=$ADDR
 # vufsd as root, no --bus: the system bus by default.
 start_vufsd pol1 --threads inline
 check "vufsd logged the system bus" grep -q "Control interface on the system bus as org.vufsd.Instance.pol1" "$T/vufsd-pol1.log"
+# The bus sees the connection as vufsd-bus: a taken-over daemon holds no root connection.
+out=$(busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus GetConnectionUnixUser s \
+        org.vufsd.Instance.pol1 2>&1); rc=$?
+check "pol1's bus connection is uid $BUS_UID (vufsd-bus), not root: $out" test "$rc:$out" = "0:u $BUS_UID"
 
 # root: everything.
 as_root -i pol1 set-threads 4
@@ -202,6 +223,62 @@ check "nobody's vufsd still serves" kill -0 $npid
 as_root list --quiet
 check "intruder is not on the bus" test "$out" = "pol1"
 
+# A member of the group vufsd may change instances, but not own (squat) an instance's name: its
+# vufsd runs without the control plane, so root's fsctl can never reach an impostor.
+mkdir -p "$T/squat" && chown 65534:65534 "$T/squat"
+setpriv --reuid=65534 --regid=65534 --groups="$ADMIN_GID" "$VUFSD_BINARY" --socket-path "$T/squat/vu.sock" \
+        --shared-dir "$T/squat" --instance squat --bus system --sandbox none --keep-listening >"$T/squat/log" 2>&1 &
+spid=$!
+pids+=($spid)
+vufsd_pids+=($spid)
+for _ in $(seq 200); do grep -q "Not allowed to own\|Cannot own\|Control interface" "$T/squat/log" && break; sleep 0.05; done
+check "group vufsd's vufsd may not own org.vufsd.Instance.squat" grep -q "Not allowed to own org.vufsd.Instance.squat" "$T/squat/log"
+as_root list --quiet
+check "squat is not on the bus" test "$out" = "pol1"
+# A bus user in the group vufsd (which may change every instance) is refused: no connection at all.
+if ! getent passwd vufsd-test-adm >/dev/null; then
+        useradd --system --no-create-home --home-dir / --shell /usr/sbin/nologin -g vufsd vufsd-test-adm &&
+                made_adm_user=1
+fi
+mkdir -p "$T/adm"
+"$VUFSD_BINARY" --socket-path "$T/adm/vu.sock" --shared-dir "$T/adm" --instance adm --bus-user vufsd-test-adm \
+        --keep-listening >"$T/adm/log" 2>&1 &
+apid=$!
+pids+=($apid)
+vufsd_pids+=($apid)
+for _ in $(seq 200); do grep -q "Serving" "$T/adm/log" && break; sleep 0.05; done
+check "a bus user in group vufsd is refused" grep -q 'Bus user "vufsd-test-adm" is in group "vufsd"' "$T/adm/log"
+check "... and no connection is made" bash -c "! grep -q 'Control interface\|Cannot own\|Not allowed' '$T/adm/log'"
+check "... while the guest is still served" kill -0 $apid
+
+# Nor may the daemon's own identity change instances: another taken-over vufsd must not steer this one.
+out=$(setpriv --reuid="$BUS_UID" --regid="$(id -g vufsd-bus)" --clear-groups "$T/fsctl" -i pol1 set-threads 2 2>"$T/err"); rc=$?; err=$(cat "$T/err")
+want 4 "user vufsd-bus: set-threads denied"
+
+# The serving daemon's own connection, used as a taken-over daemon would: a second root vufsd (pol3),
+# whose bus socket is taken out of the running process, writes SetThreads(pool, 9) to pol1.
+start_vufsd pol3
+BUS_SOCK=${ADDR#unix:path=}
+BUS_SOCK=${BUS_SOCK%%,*}
+out=$("$PY" "$SRC_TESTS/test-bus-inject.py" root - "$BUS_SOCK" org.vufsd.Instance.pol1 7 2>&1); rc=$?
+want 0 "raw SetThreads from a fresh root connection sent"
+as_root -i pol1 status --json
+check "positive control: root's raw SetThreads(pool, 7) took effect" json 'd["thread_mode"]=="pool" and d["pool_size"]==7'
+# pol3 is serving a guest (the test frontend's verified traffic) while its connection is used.
+"$FE_TRAFFIC" "$T/pol3.sock" --seconds 3 >"$T/traffic.out" 2>&1 &
+tpid=$!
+pids+=($tpid)
+sleep 0.5
+out=$("$PY" "$SRC_TESTS/test-bus-inject.py" steal "${vufsd_pids[-1]}" "$BUS_SOCK" org.vufsd.Instance.pol1 9 2>&1); rc=$?
+want 0 "raw SetThreads written on pol3's own bus connection, pol3 serving a guest"
+wait $tpid
+trc=$?
+check "pol3's guest traffic ran and verified meanwhile (exit $trc: $(cat "$T/traffic.out"))" test $trc = 0
+as_root -i pol1 status --json
+check "the daemon's connection cannot change pol1 (pool size still 7)" json 'd["thread_mode"]=="pool" and d["pool_size"]==7'
+as_root list --quiet
+check "pol3 kept its connection (the bus refused the call, not the message)" grep -qx pol3 <<<"$out"
+
 # ---- a bus that lets everyone do everything: the daemon's own check still refuses ----
 start_bus open "
   <policy context=\"default\">
@@ -229,6 +306,24 @@ want 0 "open bus: group vufsd allowed by vufsd (supplementary groups from the bu
 as_root -i pol2 set-threads 3
 want 0 "open bus: root allowed"
 
+# fsctl trusts a system-bus instance only when its name's owner is root or vufsd-bus: on a bus whose
+# policy lets anyone own the names (an old or hand-written policy), nobody's impostor is refused.
+mkdir -p "$T/impostor" && chown 65534:65534 "$T/impostor"
+"${NOBODY[@]}" "$VUFSD_BINARY" --socket-path "$T/impostor/vu.sock" --shared-dir "$T/impostor" --instance impostor \
+        --bus system --sandbox none --keep-listening >"$T/impostor/log" 2>&1 &
+ipid=$!
+pids+=($ipid)
+vufsd_pids+=($ipid)
+for _ in $(seq 200); do grep -q "Control interface\|Cannot own\|Not allowed" "$T/impostor/log" && break; sleep 0.05; done
+check "open bus: nobody's vufsd owns org.vufsd.Instance.impostor" grep -q "Control interface" "$T/impostor/log"
+as_root -i impostor set-threads 2
+want 1 "open bus: fsctl refuses to talk to an instance owned by nobody"
+check "fsctl says why" grep -q "owned by uid 65534" <<<"$err"
+as_root -i impostor status
+want 1 "open bus: fsctl does not show an impostor's status"
+as_root -i pol2 status
+want 0 "open bus: fsctl still trusts root's instance"
+
 # ---- every daemon stops cleanly on SIGTERM, without sanitizer reports ----
 for p in "${vufsd_pids[@]}"; do
         kill "$p" 2>/dev/null
@@ -236,7 +331,7 @@ for p in "${vufsd_pids[@]}"; do
         rc=$?
         if [ $rc = 0 ]; then ok "vufsd $p exits 0 on SIGTERM"; else fail "vufsd $p exited $rc on SIGTERM"; fi
 done
-if grep -hE "ERROR: (Address|Leak|Thread)Sanitizer|runtime error:" "$T"/vufsd-*.log "$T/nobody/log"; then
+if grep -hE "ERROR: (Address|Leak|Thread)Sanitizer|runtime error:" "$T"/vufsd-*.log "$T/nobody/log" "$T/squat/log" "$T/impostor/log" "$T/adm/log"; then
         fail "sanitizer reports from vufsd (above)"
 else
         ok "no sanitizer report from vufsd"

@@ -54,6 +54,8 @@ static void test_bus_start(TestBus *tb) {
         FILE *f;
 
         ck_assert_ptr_nonnull(mkdtemp(tmpl));
+        /* vufsd with --bus-user connects as that (unprivileged) user: the socket must be reachable. */
+        ck_assert_int_eq(chmod(tmpl, 0755), 0);
         tb->dir = strdup(tmpl);
         snprintf(conf, sizeof conf, "%s/bus.conf", tmpl);
         f = fopen(conf, "we");
@@ -1321,6 +1323,58 @@ START_TEST(test_bus_none) {
 }
 END_TEST
 
+/* --bus-user: root's vufsd connects as that user (the bus takes SO_PEERCRED at connect()), and root
+ * still changes it: the daemon's check is about the caller, not about its own bus identity. */
+START_TEST(test_bus_user) {
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        uint32_t uid = 0;
+        const char *const args[] = { "--bus-user", "nobody", NULL };
+
+        spawn_on_bus("asnobody", args);
+        ck_assert_int_ge(sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                            "org.freedesktop.DBus", "GetConnectionUnixUser", &e, &reply, "s",
+                                            bus_name),
+                         0);
+        ck_assert_int_ge(sd_bus_message_read(reply, "u", &uid), 0);
+        sd_bus_message_unref(reply);
+        ck_assert_uint_eq(uid, 65534);
+        ck_assert_int_ge(call_set_threads(bus, "pool", 3, &e), 0);
+        assert_string_prop("ThreadMode", "pool");
+
+        /* The daemon itself is still root: it serves the guest as before. */
+        Frontend *fe = fe_start_default();
+        FeFuse *c = fuse_client(fe);
+        roundtrip(c, "bus-user", 100, 4);
+        fe_fuse_free(c);
+        fe_free(fe);
+}
+END_TEST
+
+/* Fail closed: a bus user that does not exist, or is root, means no bus connection at all (never a
+ * root one), and the guest is served without the control plane. */
+START_TEST(test_bus_user_missing) {
+        const char *const users[] = { "vufsd-no-such-user", "root" };
+
+        for (unsigned i = 0; i < ELEMENTSOF(users); i++) {
+                _cleanup_free_ char *log = NULL;
+                const char *const args[] = { "--bus", tb.address, "--instance", "closed", "--bus-user", users[i],
+                                             NULL };
+
+                log = spawn_capturing_stderr(args);
+                Frontend *fe = fe_start_default();
+                FeFuse *c = fuse_client(fe);
+                roundtrip(c, "closed", 100, 5);
+                fe_fuse_free(c);
+                ck_assert(!name_has_owner(bus, "org.vufsd.Instance.closed"));
+                fe_free(fe);
+                ck_assert_int_eq(fe_backend_wait(h->backend, 10000, NULL), 0);
+                ck_assert_uint_eq(count_in_file(log, i == 0 ? "does not exist" : "is root"), 1);
+                ck_assert_uint_eq(count_in_file(log, "Control interface"), 0);
+        }
+}
+END_TEST
+
 static uint64_t cpu_ticks(pid_t pid) {
         char path[64], buf[1024];
         unsigned long ut = 0, st = 0;
@@ -1448,6 +1502,8 @@ int main(void) {
         tcase_add_test(tc, test_bus_none);
         tcase_add_test(tc, test_bus_goes_away);
         tcase_add_test(tc, test_name_taken);
+        tcase_add_test(tc, test_bus_user);
+        tcase_add_test(tc, test_bus_user_missing);
         suite_add_tcase(s, tc);
 
         sr = srunner_create(s);

@@ -1,5 +1,6 @@
 /* test-config-file.c: the per-instance configuration file, "-o" lists and the command line on top. */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,45 @@ START_TEST(test_instance_names) {
 }
 END_TEST
 
+/* The bus identity: in the file and on the command line. */
+START_TEST(test_bus_user) {
+        char a0[] = "vufsd", a1[] = "--bus-user=someone";
+        char *argv[] = { a0, a1, NULL };
+        Config c;
+
+        ck_assert_int_eq(load("[Security]\nBusUser=vufsd-bus\n", &c), 1);
+        ck_assert_str_eq(c.bus_user, "vufsd-bus");
+        ck_assert_int_eq(config_parse_argv(&c, 2, argv), 0);
+        ck_assert_str_eq(c.bus_user, "someone");
+        config_done(&c);
+        ck_assert_int_eq(load("[Security]\nBusUser=\n", &c), -EINVAL);
+        config_done(&c);
+        config_init(&c);
+        ck_assert_ptr_null(c.bus_user); /* the default: vufsd-bus for the system bus (bus-name.h) */
+        config_done(&c);
+}
+END_TEST
+
+/* The cap on directory read-ahead: in the file and on the command line, at least one buffer. */
+START_TEST(test_dir_buffer_max) {
+        char a0[] = "vufsd", a1[] = "--dir-buffer-max=65536", b1[] = "--dir-buffer-max=100";
+        char *argv[] = { a0, a1, NULL }, *bad[] = { a0, b1, NULL };
+        Config c;
+
+        ck_assert_int_eq(load("[Security]\nDirBufferMax=16384\n", &c), 1);
+        ck_assert_uint_eq(c.fs.dir_buffer_max, 16384);
+        ck_assert_int_eq(config_parse_argv(&c, 2, argv), 0);
+        ck_assert_uint_eq(c.fs.dir_buffer_max, 65536);
+        ck_assert_int_lt(config_parse_argv(&c, 2, bad), 0); /* below one buffer */
+        config_done(&c);
+        ck_assert_int_eq(load("[Security]\nDirBufferMax=100\n", &c), -EINVAL);
+        config_done(&c);
+        config_init(&c);
+        ck_assert_uint_eq(c.fs.dir_buffer_max, 0); /* the default: 64 MiB (dir-stream.h) */
+        config_done(&c);
+}
+END_TEST
+
 static Suite *config_file_suite(void) {
         Suite *s = suite_create("config-file");
         TCase *tc = tcase_create("core");
@@ -226,6 +266,8 @@ static Suite *config_file_suite(void) {
         tcase_add_test(tc, test_command_line_overrides);
         tcase_add_test(tc, test_o_commas);
         tcase_add_test(tc, test_instance_names);
+        tcase_add_test(tc, test_bus_user);
+        tcase_add_test(tc, test_dir_buffer_max);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -38,6 +38,7 @@ typedef struct FsOptions {
          * (off: they would be usable by host users, docs/security.md). */
         bool privileged_files;
         uint64_t max_fds; /* fd budget for guest-held inodes and handles; 0 = derive from RLIMIT_NOFILE */
+        uint64_t dir_buffer_max; /* bytes of directory read-ahead over all handles; 0 = the default */
 } FsOptions;
 
 #define FS_OPTIONS_DEFAULT                                                           \

@@ -19,6 +19,7 @@ typedef struct HandleShard {
 
 struct HandleMap {
         FdBudget *budget;
+        DirStreamPool dir_pool; /* the read-ahead of every directory handle, under one cap */
         HandleShard shards[HANDLE_MAP_SHARDS];
 };
 
@@ -30,6 +31,7 @@ int handle_map_new(HandleMap **ret, FdBudget *budget) {
                 return -ENOMEM;
         memset(m, 0, sizeof *m);
         m->budget = budget;
+        dir_stream_pool_init(&m->dir_pool, 0);
         for (unsigned k = 0; k < HANDLE_MAP_SHARDS; k++) {
                 HandleShard *s = &m->shards[k];
                 pthread_mutex_init(&s->lock, NULL);
@@ -38,6 +40,19 @@ int handle_map_new(HandleMap **ret, FdBudget *budget) {
         }
         *ret = m;
         return 0;
+}
+
+void handle_map_set_dir_buffer_max(HandleMap *m, uint64_t max) {
+        dir_stream_pool_done(&m->dir_pool);
+        dir_stream_pool_init(&m->dir_pool, max);
+}
+
+uint64_t handle_map_dir_buffered(HandleMap *m) {
+        return dir_stream_pool_used(&m->dir_pool);
+}
+
+uint64_t handle_map_dir_drops(HandleMap *m) {
+        return dir_stream_pool_drops(&m->dir_pool);
 }
 
 static void handle_destroy(Handle *h) {
@@ -57,6 +72,7 @@ HandleMap *handle_map_free(HandleMap *m) {
                 g_hash_table_destroy(m->shards[k].by_fh);
                 pthread_mutex_destroy(&m->shards[k].lock);
         }
+        dir_stream_pool_done(&m->dir_pool);
         free(m);
         return NULL;
 }
@@ -83,6 +99,7 @@ int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint
         h->dir = dir;
         h->refs = 1;
         pthread_mutex_init(&h->dir_lock, NULL);
+        dir_stream_init(&h->stream, dir ? &m->dir_pool : NULL);
         pthread_mutex_lock(&s->lock);
         h->fh = s->next_seq++ << HANDLE_MAP_SHARD_BITS | idx;
         g_hash_table_insert(s->by_fh, &h->fh, h);

@@ -38,6 +38,12 @@ typedef struct Handle {
 } Handle;
 
 int handle_map_new(HandleMap **ret, FdBudget *budget);
+/* The cap on directory read-ahead over all handles (dir-stream.h; 0 = the default). Before the
+ * first handle is added. */
+void handle_map_set_dir_buffer_max(HandleMap *m, uint64_t max);
+/* Bytes of directory read-ahead held now, and buffers dropped because of the cap. */
+uint64_t handle_map_dir_buffered(HandleMap *m);
+uint64_t handle_map_dir_drops(HandleMap *m);
 HandleMap *handle_map_free(HandleMap *m);
 
 /* Registers fd (taken over; its budget already taken by the caller) opened on inode (a reference is

@@ -287,6 +287,7 @@ int passthrough_new(Passthrough **ret, const FsOptions *opts) {
         r = handle_map_new(&p->handles, &p->budget);
         if (r < 0)
                 return r;
+        handle_map_set_dir_buffer_max(p->handles, opts->dir_buffer_max);
         p->proc_self_fd = open_proc_fd_dir();
         if (p->proc_self_fd < 0)
                 return p->proc_self_fd;
@@ -1000,6 +1001,7 @@ static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
                 added += r >= 0;
                 r = 0;
         }
+        dir_stream_end(&h->stream); /* the read-ahead may now go to another handle (dir-stream.h) */
         pthread_mutex_unlock(&h->dir_lock);
         /* An error after some entries were added still delivers those entries. */
         return added > 0 ? 0 : MIN(r, 0);

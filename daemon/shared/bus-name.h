@@ -12,6 +12,12 @@
 /* Group whose members may change a running instance, besides root (see policy/). */
 #define BUS_ADMIN_GROUP "vufsd"
 
+/* The unprivileged identity vufsd, run as root, connects to the system bus with (--bus-user): the
+ * policy lets only this user own org.vufsd.Instance.* names, and fsctl trusts a system-bus name
+ * only when this user or root owns it. Not "vufsd": systemd-sysusers would make the admin group
+ * "vufsd" its primary group. */
+#define BUS_DAEMON_USER "vufsd-bus"
+
 /* Longest instance name accepted, in bytes (its escaped form always fits a bus name). */
 #define BUS_INSTANCE_MAX 64
 

@@ -199,9 +199,13 @@ esac
 t_boot=$(since "$t")
 pass "container booted (PID 1 is host pid $cpid, ${t_boot}s)"
 
-# What a package's postinst does: create the groups of the sysusers snippet.
+# What a package's postinst does: create the groups and the user of the sysusers snippet, then
+# (dbus's trigger on system.d) reload the bus, which ignored <policy user="vufsd-bus"> while that
+# user did not exist.
 ns systemd-sysusers || fail "systemd-sysusers"
 ns getent group kvm > /dev/null || fail "group kvm missing after systemd-sysusers"
+ns getent passwd vufsd-bus > /dev/null || fail "user vufsd-bus missing after systemd-sysusers"
+ns systemctl reload dbus.service || fail "reloading dbus after systemd-sysusers"
 
 # Reads one property of a unit.
 prop() { ns systemctl show -P "$2" "$1"; }
@@ -256,8 +260,18 @@ pass "connection activated vufsd@vm1.service (pid $pid1); STATUS: $status_text"
 [ -n "$status_text" ] || fail "no STATUS= text"
 [ "$(prop vufsd@vm1.service WatchdogUSec)" = 30s ] || fail "WatchdogUSec is $(prop vufsd@vm1.service WatchdogUSec)"
 
+mm=$(prop vufsd@vm1.service MemoryMax)
+[ -n "$mm" ] && [ "$mm" != infinity ] || fail "MemoryMax is '$mm': the unit sets no memory limit"
+pass "MemoryMax=$mm bytes"
+
 ns busctl --system status org.vufsd.Instance.vm1 > /dev/null 2>&1 || fail "bus name org.vufsd.Instance.vm1 not owned"
 pass "bus name org.vufsd.Instance.vm1 owned"
+# The name's owner is the sysusers-created vufsd-bus, not root (issue 13 item 7).
+owner=$(ns busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+        GetConnectionUnixUser s org.vufsd.Instance.vm1 | awk '{print $2}')
+bus_uid=$(ns id -u vufsd-bus) || fail "systemd-sysusers did not create the user vufsd-bus"
+[ "$owner" = "$bus_uid" ] || fail "org.vufsd.Instance.vm1 is owned by uid '$owner', not vufsd-bus ($bus_uid)"
+pass "org.vufsd.Instance.vm1 owned by vufsd-bus (uid $owner), not root"
 
 # fsctl (issue 5): status, set-threads as root and as nobody.
 [ -x "$root/usr/bin/fsctl" ] || fail "fsctl is not installed (/usr/bin/fsctl): the control-plane checks cannot run"
