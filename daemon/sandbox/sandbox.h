@@ -6,12 +6,16 @@
  *   sandbox_prepare()  first thing after the configuration, before anything opens a file.
  *                      namespace: new pid namespace (the daemon forks; the original process stays
  *                      outside as a small supervisor), new mount namespace, a fresh /proc for the
- *                      new pid namespace and the shared directory bind-mounted onto itself, so the
- *                      root fd and /proc/self/fd the filesystem layer opens next already live where
- *                      the daemon will be confined.
- *                      chroot: the supervisor fork only (for service-manager notifications).
- *   sandbox_enter()    right before the main loop: new network namespace, pivot_root into the
- *                      shared directory (or chroot), notification relay to the supervisor.
+ *                      new pid namespace and the shared directory bind-mounted onto itself
+ *                      (nosuid,nodev), so the root fd and /proc/self/fd the filesystem layer opens
+ *                      next already live where the daemon will be confined.
+ *                      chroot: the supervisor fork only (signals, notifications, the socket).
+ *                      The supervisor locks itself down before it reads anything from the daemon:
+ *                      chroot to the socket's directory, no capabilities, no-new-privs, its own
+ *                      seccomp allowlist.
+ *   sandbox_enter()    right before the main loop: notifications switch to the supervisor channel
+ *                      (or a socket connected to NOTIFY_SOCKET), new network namespace,
+ *                      pivot_root into the shared directory (or chroot).
  *
  * Every failure is fatal to the caller (fail closed) and logged with what to do instead. */
 #pragma once
