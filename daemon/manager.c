@@ -40,9 +40,12 @@ int manager_new(Manager **ret, const Config *c) {
         r = sd_event_default(&m->event);
         if (r < 0)
                 return log_error_errno(r, "Failed to create event loop: %m");
-        r = fuse_server_new(&m->fs, &c->fs);
+        r = passthrough_new(&m->passthrough, &c->fs);
         if (r < 0)
                 return log_error_errno(r, "Cannot serve %s: %m", c->fs.shared_dir);
+        r = fuse_server_new(&m->fs, &c->fs, &passthrough_ops, m->passthrough);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the FUSE server: %m");
         r = device_new(&m->device, m->fs, c->n_request_queues);
         if (r < 0)
                 return log_error_errno(r, "Failed to create the device: %m");
@@ -78,6 +81,7 @@ Manager *manager_free(Manager *m) {
         m->executor = executor_free(m->executor);
         m->stats = stats_free(m->stats);
         m->fs = fuse_server_free(m->fs);
+        m->passthrough = passthrough_free(m->passthrough); /* after the server that used it */
         m->listen_fd = safe_close(m->listen_fd);
         if (m->socket_path)
                 (void) unlink(m->socket_path);

@@ -29,6 +29,7 @@
 #include "executor.h"
 #include "fuse-client.h"
 #include "fuse-server.h"
+#include "passthrough.h"
 #include "stats.h"
 #include "vhost-user.h"
 
@@ -67,6 +68,7 @@ static void sleep_us(unsigned us) {
 typedef struct Backend {
         char dir[64], share[80], socket_path[80];
         FsOptions opts;
+        Passthrough *pt;
         FuseServer *fs;
         Device *dev;
         Executor *ex;
@@ -127,7 +129,8 @@ static void backend_start(Backend *b, ThreadMode mode, unsigned pool_size, unsig
         ck_assert_int_eq(mkdir(b->share, 0755), 0);
         b->opts = FS_OPTIONS_DEFAULT;
         b->opts.shared_dir = b->share;
-        ck_assert_int_eq(fuse_server_new(&b->fs, &b->opts), 0);
+        ck_assert_int_eq(passthrough_new(&b->pt, &b->opts), 0);
+        ck_assert_int_eq(fuse_server_new(&b->fs, &b->opts, &passthrough_ops, b->pt), 0);
         ck_assert_int_eq(device_new(&b->dev, b->fs, n_request_queues), 0);
         ck_assert_int_eq(executor_new(&b->ex, mode, pool_size), 0);
         ck_assert_int_eq(stats_new(&b->stats), 0);
@@ -149,6 +152,7 @@ static void backend_stop(Backend *b) {
         b->ex = executor_free(b->ex);
         b->stats = stats_free(b->stats);
         b->fs = fuse_server_free(b->fs);
+        b->pt = passthrough_free(b->pt);
         nftw(b->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
         cleanup_dir[0] = 0;
 }

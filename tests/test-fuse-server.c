@@ -19,12 +19,14 @@
 #include <unistd.h>
 
 #include "fuse-server.h"
+#include "passthrough.h"
 #include "util.h"
 
 #define NO_REPLY 1000 /* call() result when the server wrote nothing */
 
 static char tmpdir[] = "/tmp/test-fuse-server-XXXXXX";
 static char share[128], outside[128], secret[128];
+static Passthrough *pt;
 static FuseServer *srv;
 /* Atomic: the concurrency test calls call_full() from several threads. */
 static _Atomic uint64_t next_unique = 2;
@@ -356,7 +358,13 @@ static bool outside_untouched(void) {
 
 static void server_start(FsOptions o) {
         o.shared_dir = share;
-        ck_assert_int_eq(fuse_server_new(&srv, &o), 0);
+        ck_assert_int_eq(passthrough_new(&pt, &o), 0);
+        ck_assert_int_eq(fuse_server_new(&srv, &o, &passthrough_ops, pt), 0);
+}
+
+static void server_stop(void) {
+        srv = fuse_server_free(srv);
+        pt = passthrough_free(pt);
 }
 
 static void setup_dirs(void) {
@@ -389,7 +397,7 @@ static void teardown_mounts(void);
 
 static void teardown(void) {
         char cmd[PATH_MAX + 32];
-        srv = fuse_server_free(srv);
+        server_stop();
         teardown_mounts();
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
         ck_assert_int_eq(system(cmd), 0);
@@ -1442,7 +1450,7 @@ START_TEST(test_xattr_disabled) {
         Args *a = args_new();
         struct fuse_getxattr_in gi = { 0 };
 
-        srv = fuse_server_free(srv);
+        server_stop();
         server_start(FS_OPTIONS_DEFAULT); /* xattr off */
         do_init();
         args_add(a, &gi, sizeof gi);
@@ -1609,7 +1617,7 @@ START_TEST(test_readonly) {
         fd = open(share_path("f"), O_CREAT | O_WRONLY, 0644);
         ck_assert_int_ge(fd, 0);
         close(fd);
-        srv = fuse_server_free(srv);
+        server_stop();
         {
                 FsOptions o = FS_OPTIONS_DEFAULT;
                 o.readonly = true;
@@ -1696,7 +1704,7 @@ START_TEST(test_cache_policies) {
         ck_assert_int_eq(fuse_server_get_cache_policy(srv), CACHE_ALWAYS);
 
         /* An explicit timeout overrides the policy's (but never "never"). */
-        srv = fuse_server_free(srv);
+        server_stop();
         {
                 FsOptions op = FS_OPTIONS_DEFAULT;
                 op.timeout = 2.5;
@@ -1767,7 +1775,7 @@ START_TEST(test_fd_budget) {
         char name[16];
         int fd;
 
-        srv = fuse_server_free(srv);
+        server_stop();
         for (int i = 0; i < 8; i++) {
                 snprintf(name, sizeof name, "f%d", i);
                 fd = open(share_path(name), O_CREAT | O_WRONLY, 0644);
@@ -2276,7 +2284,7 @@ END_TEST
 static void server_restart(bool submounts, bool label, bool acl, bool xattr) {
         FsOptions o = FS_OPTIONS_DEFAULT;
 
-        srv = fuse_server_free(srv);
+        server_stop();
         o.announce_submounts = submounts;
         o.security_label = label;
         o.posix_acl = acl;
@@ -2431,7 +2439,7 @@ START_TEST(test_submounts) {
         ck_assert_int_eq(lookup(1, "tmp", &e), 0);
         ck_assert_uint_eq(e.attr.flags, 0);
         ck_assert_uint_eq(readdirplus_attr_flags(1, "bind"), 0);
-        srv = fuse_server_free(srv);
+        server_stop();
         teardown_mounts();
 }
 END_TEST

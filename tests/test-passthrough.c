@@ -2,7 +2,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fuse.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,7 +139,7 @@ START_TEST(test_killpriv) {
         uint64_t fh;
         struct iovec w = { "x", 1 };
         struct stat st;
-        FsSetattr sa = { .valid = FATTR_MODE, .mode = 06755 };
+        FsSetattr sa = { .valid = FS_SET_MODE, .mode = 06755 };
 
         restart_privileged(); /* set-id files to kill the bits of */
         ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "s", 0755, O_RDWR, false, &e, &fh), 0);
@@ -157,11 +156,11 @@ START_TEST(test_killpriv) {
         /* setattr KILL_SUIDGID with a truncate; sgid without group exec stays (mandatory-lock marker) */
         sa.mode = 06745;
         ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
-        sa = (FsSetattr) { .valid = FATTR_SIZE | FATTR_KILL_SUIDGID, .size = 0 };
+        sa = (FsSetattr){ .valid = FS_SET_SIZE | FS_SET_KILL_SUIDGID, .size = 0 };
         ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
         ck_assert_uint_eq(st.st_mode & 07777, 02745);
         /* open with O_TRUNC and kill_priv */
-        sa = (FsSetattr) { .valid = FATTR_MODE, .mode = 04755 };
+        sa = (FsSetattr){ .valid = FS_SET_MODE, .mode = 04755 };
         ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
         ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
         ck_assert_int_eq(ops->open(pt, &root_ctx, e.nodeid, O_WRONLY | O_TRUNC, true, &fh), 0);

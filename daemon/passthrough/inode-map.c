@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fuse.h>
 #include <string.h>
 /* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
 #include "util.h"
@@ -11,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/sysmacros.h>
 
+#include "fs-ops.h" /* FS_ROOT_ID */
 
 typedef struct InodeShard {
         /* Guards both tables of the shard and nlookup/linked of the inodes in it. A lookup must
@@ -149,7 +149,7 @@ int inode_map_set_root(InodeMap *m, int fd, const struct statx *stx) {
                 fd_budget_release(m->budget);
                 return -ENOMEM;
         }
-        i->nodeid = FUSE_ROOT_ID;
+        i->nodeid = FS_ROOT_ID;
         i->nlookup = 1;
         i->pinned = true;
         i->linked = true;
@@ -168,7 +168,7 @@ Inode *inode_map_get(InodeMap *m, uint64_t nodeid) {
         InodeShard *s;
         Inode *i;
 
-        if (nodeid == FUSE_ROOT_ID)
+        if (nodeid == FS_ROOT_ID)
                 return m->root ? inode_ref(m->root) : NULL;
         s = id_shard(m, nodeid);
         pthread_mutex_lock(&s->lock);

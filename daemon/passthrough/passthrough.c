@@ -23,16 +23,11 @@
 
 #include "credentials.h"
 #include "fd-budget.h"
-#include "fs-names.h"
 #include "dir-stream.h"
 #include "handle-map.h"
 #include "inode-map.h"
 #include "locks.h"
 #include "passthrough-internal.h"
-
-/* struct fuse_setattr_in valid bits, without pulling the whole protocol header in here. */
-#include <linux/fuse.h>
-
 
 #define STATX_WANT (STATX_BASIC_STATS | STATX_MNT_ID)
 
@@ -403,14 +398,14 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
 
         if (!i)
                 return -EBADF;
-        if (a->valid & FATTR_FH) {
+        if (a->valid & FS_SET_FH) {
                 r = handle_map_get(p->handles, a->fh, nodeid, 0, &h);
                 if (r < 0)
                         return r;
         }
         proc_name(name, i->fd);
 
-        if (a->valid & FATTR_MODE) {
+        if (a->valid & FS_SET_MODE) {
                 mode_t mode = guest_mode(p, a->mode & 07777, i->type == S_IFDIR);
                 if (h)
                         r = fchmod(h->fd, mode);
@@ -421,15 +416,15 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 if (r < 0)
                         return negative_errno();
         }
-        if (a->valid & (FATTR_UID | FATTR_GID)) {
-                uid_t uid = (a->valid & FATTR_UID) ? a->uid : (uid_t) -1;
-                gid_t gid = (a->valid & FATTR_GID) ? a->gid : (gid_t) -1;
+        if (a->valid & (FS_SET_UID | FS_SET_GID)) {
+                uid_t uid = (a->valid & FS_SET_UID) ? a->uid : (uid_t)-1;
+                gid_t gid = (a->valid & FS_SET_GID) ? a->gid : (gid_t)-1;
                 /* The host kernel clears setuid/setgid on chown of a non-directory, as the guest's
                  * would (killpriv on chown). */
                 if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
                         return negative_errno();
         }
-        if (a->valid & FATTR_SIZE) {
+        if (a->valid & FS_SET_SIZE) {
                 if (a->size > INT64_MAX)
                         return -EFBIG;
                 if (h)
@@ -454,21 +449,21 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 if (r < 0)
                         return r;
         }
-        if ((a->valid & FATTR_KILL_SUIDGID) && !(a->valid & FATTR_MODE)) {
+        if ((a->valid & FS_SET_KILL_SUIDGID) && !(a->valid & FS_SET_MODE)) {
                 r = kill_suidgid(p, i, h ? h->fd : -1);
                 if (r < 0)
                         return r;
         }
-        if (a->valid & (FATTR_ATIME | FATTR_MTIME)) {
+        if (a->valid & (FS_SET_ATIME | FS_SET_MTIME)) {
                 struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
 
-                if (a->valid & FATTR_ATIME_NOW)
+                if (a->valid & FS_SET_ATIME_NOW)
                         ts[0].tv_nsec = UTIME_NOW;
-                else if (a->valid & FATTR_ATIME)
+                else if (a->valid & FS_SET_ATIME)
                         ts[0] = a->atime;
-                if (a->valid & FATTR_MTIME_NOW)
+                if (a->valid & FS_SET_MTIME_NOW)
                         ts[1].tv_nsec = UTIME_NOW;
-                else if (a->valid & FATTR_MTIME)
+                else if (a->valid & FS_SET_MTIME)
                         ts[1] = a->mtime;
                 if (h)
                         r = futimens(h->fd, ts);
@@ -477,7 +472,7 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 if (r < 0)
                         return negative_errno();
         }
-        /* FATTR_CTIME: the host sets ctime itself on every change above; it cannot be chosen. */
+        /* ctime: the host sets it itself on every change above; it cannot be chosen. */
         return stat_inode(i, ret);
 }
 
@@ -947,10 +942,10 @@ static int pt_opendir(void *fs, const FsCtx *c, uint64_t nodeid, int flags, uint
         return handle_map_add(p->handles, i, fd, O_RDONLY | O_DIRECTORY, true, ret_fh);
 }
 
-static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, FsDirBuf *buf) {
+static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, const FsDirFiller *fill) {
         Passthrough *p = fs;
         _cleanup_(handle_unrefp) Handle *h = NULL;
-        bool plus = fs_dirbuf_plus(buf);
+        bool plus = fill->plus;
         unsigned added = 0;
         int r;
 
@@ -970,7 +965,7 @@ static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
                 if (r <= 0)
                         break;
                 namelen = strlen(d->d_name);
-                if (!fs_dirbuf_fits(buf, namelen))
+                if (!fs_dir_fits(fill, namelen))
                         break; /* stays buffered for the request that continues here */
                 if (plus) {
                         ep = &e;
@@ -989,7 +984,7 @@ static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
                                         e = (FsEntry) { .st.st_ino = d->d_ino, .st.st_mode = (mode_t) DTTOIF(d->d_type) };
                         }
                 }
-                r = fs_dirbuf_add(buf, d->d_name, namelen, d->d_ino, d->d_type, (uint64_t) d->d_off, ep);
+                r = fs_dir_add(fill, d->d_name, namelen, d->d_ino, d->d_type, (uint64_t)d->d_off, ep);
                 if (r < 0 && ep && ep->nodeid != 0)
                         inode_map_forget(p->inodes, ep->nodeid, 1);
                 if (r == -ENOSPC) {

@@ -10,9 +10,11 @@
 #include "executor.h"
 #include "fuse-server.h"
 #include "fuzz-common.h"
+#include "passthrough.h"
 #include "stats.h"
 #include "vhost-user.h"
 
+static Passthrough *pt;
 static FuseServer *fs;
 static Device *dev;
 
@@ -23,8 +25,8 @@ static void setup(void) {
 
         fuzz_quiet_logging();
         o.shared_dir = fuzz_shared_dir();
-        if (fuse_server_new(&fs, &o) < 0 || device_new(&dev, fs, 2) < 0 || executor_new(&e, THREAD_MODE_INLINE, 1) < 0 ||
-            stats_new(&st) < 0)
+        if (passthrough_new(&pt, &o) < 0 || fuse_server_new(&fs, &o, &passthrough_ops, pt) < 0 ||
+            device_new(&dev, fs, 2) < 0 || executor_new(&e, THREAD_MODE_INLINE, 1) < 0 || stats_new(&st) < 0)
                 abort();
         device_attach(dev, e, st);
         fuzz_confine();
