@@ -87,8 +87,7 @@ static void inode_destroy(Inode *i) {
         if (i->plocks)
                 g_hash_table_destroy(i->plocks);
         pthread_mutex_destroy(&i->plock_mutex);
-        safe_close(i->fd);
-        fd_budget_release(i->map->budget);
+        fd_budget_close(i->map->budget, i->fd);
         free(i);
 }
 
@@ -220,8 +219,7 @@ int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **r
         /* Allocate before taking the lock; thrown away if the inode is already known. */
         n = inode_alloc(m, fd, stx);
         if (!n) {
-                safe_close(fd);
-                fd_budget_release(m->budget);
+                fd_budget_close(m->budget, fd);
                 return -ENOMEM;
         }
         idx = n->shard;
@@ -250,8 +248,7 @@ int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **r
         if (n) {
                 pthread_mutex_destroy(&n->plock_mutex);
                 free(n);
-                safe_close(fd);
-                fd_budget_release(m->budget);
+                fd_budget_close(m->budget, fd);
         }
         *ret = i;
         return 0;

@@ -98,6 +98,18 @@ int reopen_inode(Passthrough *p, Inode *i, int flags) {
         return fd;
 }
 
+/* reopen_inode() with the fd charged to the budget (-ENFILE when spent); fd_budget_close() it. */
+static int open_inode(Passthrough *p, Inode *i, int flags) {
+        int fd;
+
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        fd = reopen_inode(p, i, flags);
+        if (fd < 0)
+                fd_budget_release(&p->budget);
+        return fd;
+}
+
 /* The flags the host open gets for a guest open: unsupported and dangerous bits dropped. */
 static int host_open_flags(Passthrough *p, int flags) {
         flags &= OPEN_FLAGS_ALLOWED;
@@ -173,8 +185,7 @@ static int entry_from_fd(Passthrough *p, int fd, const Inode *dir, FsEntry *e) {
 
         r = statx_fd(fd, &stx);
         if (r < 0) {
-                safe_close(fd);
-                fd_budget_release(&p->budget);
+                fd_budget_close(&p->budget, fd);
                 return r;
         }
         r = inode_map_add_lookup(p->inodes, fd, &stx, &i);
@@ -205,13 +216,9 @@ static int lookup_child(Passthrough *p, Inode *dir, const char *name, FsEntry *e
                 return 0;
         }
 
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-                fd_budget_release(&p->budget);
-                return negative_errno();
-        }
+        fd = fd_budget_openat(&p->budget, dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+        if (fd < 0)
+                return fd;
         return entry_from_fd(p, fd, dir, e);
 }
 
@@ -355,13 +362,9 @@ static int pt_lookup(void *fs, const FsCtx *c, uint64_t parent, const char *name
         if (strcmp(name, ".") == 0 || (dir->pinned && strcmp(name, "..") == 0))
                 return entry_again(dir, ret);
         if (strcmp(name, "..") == 0) {
-                if (!fd_budget_take(&p->budget))
-                        return -ENFILE;
-                fd = openat(dir->fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0) {
-                        fd_budget_release(&p->budget);
-                        return negative_errno();
-                }
+                fd = fd_budget_openat(&p->budget, dir->fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+                if (fd < 0)
+                        return fd;
                 /* No submount check: the parent of a mount root is not a submount of it. */
                 return entry_from_fd(p, fd, NULL, ret);
         }
@@ -435,16 +438,11 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                         r = -EINVAL;
                 else {
                         _cleanup_close_ int fd = -1;
-                        if (!fd_budget_take(&p->budget))
-                                return -ENFILE;
-                        fd = reopen_inode(p, i, O_WRONLY);
-                        if (fd < 0) {
-                                fd_budget_release(&p->budget);
+                        fd = open_inode(p, i, O_WRONLY);
+                        if (fd < 0)
                                 return fd;
-                        }
                         r = ftruncate(fd, (off_t) a->size) < 0 ? negative_errno() : 0;
-                        fd = safe_close(fd);
-                        fd_budget_release(&p->budget);
+                        fd = fd_budget_close(&p->budget, fd);
                 }
                 if (r < 0)
                         return r;
@@ -670,13 +668,9 @@ static int pt_open(void *fs, const FsCtx *c, uint64_t nodeid, int flags, bool ki
         if (i->type == S_IFDIR)
                 return -EISDIR;
         flags = host_open_flags(p, flags) & ~(O_DIRECTORY | O_EXCL);
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        fd = reopen_inode(p, i, flags);
-        if (fd < 0) {
-                fd_budget_release(&p->budget);
+        fd = open_inode(p, i, flags);
+        if (fd < 0)
                 return fd;
-        }
         if (kill_priv && (flags & O_TRUNC))
                 (void) kill_suidgid(p, i, fd);
         r = handle_map_add(p->handles, i, fd, flags, false, ret_fh);
@@ -691,32 +685,21 @@ static int register_open_file(Passthrough *p, int fd, int flags, FsEntry *ret, u
         int pfd, r;
 
         /* fd holds one budget fd already; the O_PATH twin needs a second one. */
-        if (!fd_budget_take(&p->budget)) {
-                safe_close(fd);
-                fd_budget_release(&p->budget);
-                return -ENFILE;
-        }
         proc_name(name, fd);
-        pfd = openat(p->proc_self_fd, name, O_PATH | O_CLOEXEC);
+        pfd = fd_budget_openat(&p->budget, p->proc_self_fd, name, O_PATH | O_CLOEXEC, 0);
         if (pfd < 0) {
-                r = negative_errno();
-                safe_close(fd);
-                fd_budget_release(&p->budget);
-                fd_budget_release(&p->budget);
-                return r;
+                fd_budget_close(&p->budget, fd);
+                return pfd;
         }
         r = statx_fd(pfd, &stx);
         if (r < 0) {
-                safe_close(pfd);
-                safe_close(fd);
-                fd_budget_release(&p->budget);
-                fd_budget_release(&p->budget);
+                fd_budget_close(&p->budget, pfd);
+                fd_budget_close(&p->budget, fd);
                 return r;
         }
         r = inode_map_add_lookup(p->inodes, pfd, &stx, &i);
         if (r < 0) {
-                safe_close(fd);
-                fd_budget_release(&p->budget);
+                fd_budget_close(&p->budget, fd);
                 return r;
         }
         r = handle_map_add(p->handles, i, fd, flags, false, ret_fh);
@@ -742,24 +725,19 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
         if ((mode & S_IFMT) && (mode & S_IFMT) != S_IFREG)
                 return -EINVAL;
         hflags = host_open_flags(p, flags) & ~O_DIRECTORY;
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
         r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
-        if (r < 0) {
-                fd_budget_release(&p->budget);
+        if (r < 0)
                 return r;
-        }
         /* O_EXCL first: an existing name is never opened by this call, so a FIFO or device node that
          * sits there (or a symlink) is never opened for I/O. */
-        fd = openat(dir->fd, name, hflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                    guest_mode(p, mode & 07777, false));
-        r = fd < 0 ? negative_errno() : 0;
+        fd = fd_budget_openat(&p->budget, dir->fd, name, hflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                              guest_mode(p, mode & 07777, false));
+        r = MIN(fd, 0);
         credentials_leave(&cr);
         if (r == -EEXIST && !(flags & O_EXCL)) {
                 /* Plain O_CREAT on an existing file: open what is there, with the type checks of
                  * OPEN. */
                 FsEntry e;
-                fd_budget_release(&p->budget);
                 r = lookup_child(p, dir, name, &e);
                 if (r < 0)
                         return r;
@@ -777,10 +755,8 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
                 *ret = e;
                 return 0;
         }
-        if (r < 0) {
-                fd_budget_release(&p->budget);
+        if (r < 0)
                 return r;
-        }
         r = register_open_file(p, fd, hflags, ret, ret_fh);
         if (r < 0)
                 return r;
@@ -803,21 +779,15 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
         hflags = host_open_flags(p, flags) & ~(O_DIRECTORY | O_EXCL | O_TRUNC | O_APPEND);
         if ((hflags & O_ACCMODE) == O_RDONLY)
                 return -EINVAL; /* O_TMPFILE needs write access, as the kernel says */
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
         r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
-        if (r < 0) {
-                fd_budget_release(&p->budget);
+        if (r < 0)
                 return r;
-        }
-        fd = openat(dir->fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL),
-                    guest_mode(p, mode & 07777, false));
-        r = fd < 0 ? negative_errno() : 0;
+        fd = fd_budget_openat(&p->budget, dir->fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL),
+                              guest_mode(p, mode & 07777, false));
+        r = MIN(fd, 0);
         credentials_leave(&cr);
-        if (r < 0) {
-                fd_budget_release(&p->budget);
+        if (r < 0)
                 return r;
-        }
         r = register_open_file(p, fd, hflags, ret, ret_fh);
         if (r < 0)
                 return r;
@@ -932,13 +902,9 @@ static int pt_opendir(void *fs, const FsCtx *c, uint64_t nodeid, int flags, uint
         r = get_dir(p, nodeid, &i);
         if (r < 0)
                 return r;
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        fd = reopen_inode(p, i, O_RDONLY | O_DIRECTORY);
-        if (fd < 0) {
-                fd_budget_release(&p->budget);
+        fd = open_inode(p, i, O_RDONLY | O_DIRECTORY);
+        if (fd < 0)
                 return fd;
-        }
         return handle_map_add(p->handles, i, fd, O_RDONLY | O_DIRECTORY, true, ret_fh);
 }
 
@@ -1057,16 +1023,11 @@ static int pt_syncfs(void *fs, const FsCtx *c, uint64_t nodeid) {
                         return -EBADF;
         }
         /* syncfs() does not take O_PATH fds. */
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        fd = reopen_inode(p, i, O_RDONLY | (i->type == S_IFDIR ? O_DIRECTORY : 0));
-        if (fd < 0) {
-                fd_budget_release(&p->budget);
+        fd = open_inode(p, i, O_RDONLY | (i->type == S_IFDIR ? O_DIRECTORY : 0));
+        if (fd < 0)
                 return fd;
-        }
         int r = syncfs(fd) < 0 ? negative_errno() : 0;
-        fd = safe_close(fd);
-        fd_budget_release(&p->budget);
+        fd = fd_budget_close(&p->budget, fd);
         return r;
 }
 
