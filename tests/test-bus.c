@@ -24,6 +24,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 /* After util.h: GLib redefines MIN and MAX the same way, without a warning. */
 #include <gio/gio.h>
@@ -1480,8 +1481,6 @@ int main(void) {
         Suite *s = suite_create("bus");
         TCase *names = tcase_create("names");
         TCase *tc = tcase_create("daemon");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(names, test_instance_names);
         suite_add_tcase(s, names);
@@ -1506,9 +1505,5 @@ int main(void) {
         tcase_add_test(tc, test_bus_user_missing);
         suite_add_tcase(s, tc);
 
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "test-main.h"
 
 /* Sanitizers make thread creation 50-100x slower (TSan: ~50 ms per thread here): smaller pools. */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -786,11 +787,4 @@ static Suite *executor_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(executor_suite());
-        int failed;
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+TEST_MAIN_SUITE(executor_suite)

@@ -32,6 +32,7 @@
 #include "passthrough.h"
 #include "stats.h"
 #include "vhost-user.h"
+#include "test-main.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 /* Thread creation costs 10-50 ms under TSan here and every byte copied is checked: fewer workers
@@ -807,13 +808,8 @@ static Suite *stress_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(stress_suite());
-        int failed;
 
         /* A frontend that goes away mid-write must give EPIPE, not kill the test. */
         signal(SIGPIPE, SIG_IGN);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return test_main_run(stress_suite());
 }

@@ -26,6 +26,7 @@
 #include "fuse-server.h"
 #include "passthrough.h"
 #include "util.h"
+#include "test-main.h"
 
 #define NO_REPLY 1000 /* call() result when the server wrote nothing */
 
@@ -3167,60 +3168,48 @@ static Suite *suite(void) {
         tcase_add_test(wire, test_wire_read_write);
         suite_add_tcase(s, wire);
 
-        if (geteuid() != 0) {
-                fprintf(stderr, "test-fuse-server: skipping the passthrough cases (need root: credential "
-                                "switching, chown, mknod)\n");
-                return s;
-        }
+        /* Over a host directory: credential switching, chown and mknod need root. */
         tc = tcase_create("passthrough");
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, test_before_init);
-        tcase_add_test(tc, test_init_negotiation);
-        tcase_add_test(tc, test_framing);
-        tcase_add_test(tc, test_unknown_opcodes);
-        tcase_add_test(tc, test_second_init_resets);
-        tcase_add_test(tc, test_create_write_read);
-        tcase_add_test(tc, test_large_write_split);
-        tcase_add_test(tc, test_names);
-        tcase_add_test(tc, test_nodeids_and_forget);
-        tcase_add_test(tc, test_handles_checked);
-        tcase_add_test(tc, test_readdir);
-        tcase_add_test(tc, test_readdir_continue_and_seek);
-        tcase_add_test(tc, test_dir_ops);
-        tcase_add_test(tc, test_setattr);
-        tcase_add_test(tc, test_misc_ops);
-        tcase_add_test(tc, test_xattr);
-        tcase_add_test(tc, test_write_kill_suidgid);
-        tcase_add_test(tc, test_xattr_disabled);
-        tcase_add_test(tc, test_escape_symlinks);
-        tcase_add_test(tc, test_escape_special_files);
-        tcase_add_test(tc, test_escape_rename_out);
-        tcase_add_test(tc, test_readonly);
-        tcase_add_test(tc, test_cache_policies);
-        tcase_add_test(tc, test_credentials);
-        tcase_add_test(tc, test_fd_budget);
-        tcase_add_test(tc, test_locks);
-        tcase_add_test(tc, test_locks_release);
-        tcase_add_test(tc, test_lock_fd_flush_race);
-        tcase_add_test(tc, test_setlkw_same_unique);
-        tcase_add_test(tc, test_setlkw_without_helper);
-        tcase_add_test(tc, test_concurrent);
-        tcase_add_test(tc, test_init_features);
-        tcase_add_test(tc, test_submounts);
-        tcase_add_test(tc, test_security_ctx);
-        tcase_add_test(tc, test_security_ctx_malformed);
-        tcase_add_test(tc, test_posix_acl);
+        tcase_add_root_test(tc, test_before_init);
+        tcase_add_root_test(tc, test_init_negotiation);
+        tcase_add_root_test(tc, test_framing);
+        tcase_add_root_test(tc, test_unknown_opcodes);
+        tcase_add_root_test(tc, test_second_init_resets);
+        tcase_add_root_test(tc, test_create_write_read);
+        tcase_add_root_test(tc, test_large_write_split);
+        tcase_add_root_test(tc, test_names);
+        tcase_add_root_test(tc, test_nodeids_and_forget);
+        tcase_add_root_test(tc, test_handles_checked);
+        tcase_add_root_test(tc, test_readdir);
+        tcase_add_root_test(tc, test_readdir_continue_and_seek);
+        tcase_add_root_test(tc, test_dir_ops);
+        tcase_add_root_test(tc, test_setattr);
+        tcase_add_root_test(tc, test_misc_ops);
+        tcase_add_root_test(tc, test_xattr);
+        tcase_add_root_test(tc, test_write_kill_suidgid);
+        tcase_add_root_test(tc, test_xattr_disabled);
+        tcase_add_root_test(tc, test_escape_symlinks);
+        tcase_add_root_test(tc, test_escape_special_files);
+        tcase_add_root_test(tc, test_escape_rename_out);
+        tcase_add_root_test(tc, test_readonly);
+        tcase_add_root_test(tc, test_cache_policies);
+        tcase_add_root_test(tc, test_credentials);
+        tcase_add_root_test(tc, test_fd_budget);
+        tcase_add_root_test(tc, test_locks);
+        tcase_add_root_test(tc, test_locks_release);
+        tcase_add_root_test(tc, test_lock_fd_flush_race);
+        tcase_add_root_test(tc, test_setlkw_same_unique);
+        tcase_add_root_test(tc, test_setlkw_without_helper);
+        tcase_add_root_test(tc, test_concurrent);
+        tcase_add_root_test(tc, test_init_features);
+        tcase_add_root_test(tc, test_submounts);
+        tcase_add_root_test(tc, test_security_ctx);
+        tcase_add_root_test(tc, test_security_ctx_malformed);
+        tcase_add_root_test(tc, test_posix_acl);
         suite_add_tcase(s, tc);
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+TEST_MAIN_SUITE(suite)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "passthrough.h"
+#include "test-main.h"
 
 static char dir[] = "/tmp/test-passthrough-XXXXXX";
 static Passthrough *pt;
@@ -393,28 +394,18 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("passthrough");
         TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
 
-        if (geteuid() != 0) {
-                fprintf(stderr, "test-passthrough needs root\n");
-                return 77;
-        }
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_lifecycle_counts);
         tcase_add_test(tc, test_writeback_flags);
-        tcase_add_test(tc, test_guest_setid_dropped);
-        tcase_add_test(tc, test_killpriv);
+        tcase_add_root_test(tc, test_guest_setid_dropped);
+        tcase_add_root_test(tc, test_killpriv);
         tcase_add_test(tc, test_open_type_checks);
         tcase_add_test(tc, test_budget_enfile);
-        tcase_add_test(tc, test_symlink_and_mknod_as_caller);
-        tcase_add_test(tc, test_xattr_without_proc_path);
-        tcase_add_test(tc, test_security_labels);
-        tcase_add_test(tc, test_submount_entries);
+        tcase_add_root_test(tc, test_symlink_and_mknod_as_caller);
+        tcase_add_root_test(tc, test_xattr_without_proc_path);
+        tcase_add_root_test(tc, test_security_labels);
+        tcase_add_root_test(tc, test_submount_entries);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }
