@@ -7,6 +7,7 @@
 #include "config.h"
 #include "device.h"
 #include "executor.h"
+#include "fuse-handler.h"
 #include "fuse-server.h"
 #include "passthrough.h"
 #include "stats.h"

@@ -28,6 +28,7 @@
 #include "device.h"
 #include "executor.h"
 #include "fuse-client.h"
+#include "fuse-handler.h"
 #include "fuse-server.h"
 #include "passthrough.h"
 #include "stats.h"
@@ -90,7 +91,7 @@ static void *backend_main(void *userdata) {
 
                 if (vhost_user_recv(conn, &msg) < 0)
                         break;
-                if (vhost_user_handle(b->dev, conn, &msg) < 0)
+                if (vhost_user_handle(&device_vhost_ops, b->dev, conn, &msg) < 0)
                         break;
         }
         device_reset(b->dev);
@@ -132,7 +133,10 @@ static void backend_start(Backend *b, ThreadMode mode, unsigned pool_size, unsig
         b->opts.shared_dir = b->share;
         ck_assert_int_eq(passthrough_new(&b->pt, &b->opts), 0);
         ck_assert_int_eq(fuse_server_new(&b->fs, &b->opts, &passthrough_ops, b->pt), 0);
-        ck_assert_int_eq(device_new(&b->dev, b->fs, n_request_queues), 0);
+        {
+                RequestHandler h = fuse_request_handler(b->fs);
+                ck_assert_int_eq(device_new(&b->dev, &h, n_request_queues), 0);
+        }
         ck_assert_int_eq(executor_new(&b->ex, mode, pool_size), 0);
         ck_assert_int_eq(stats_new(&b->stats), 0);
         device_attach(b->dev, b->ex, b->stats);

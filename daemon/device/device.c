@@ -170,11 +170,16 @@ static void queue_complete(Queue *q, VqElem *e, uint32_t len, bool may_defer) {
 }
 
 /* Runs one request to completion, on the queue thread or on whichever thread it was handed to. */
+static void device_cancel_waits(Device *d) {
+        if (d->handler.cancel_waits)
+                d->handler.cancel_waits(d->handler.data);
+}
+
 static void queue_run_request(Queue *q, QueueRequest *r, bool may_defer, bool may_wait) {
         Device *d = q->dev;
         VqElem *e = &r->elem;
         ChainIter in, out;
-        FuseReqInfo info = {};
+        RequestInfo info = {};
         uint64_t lat_ns, end_ns, run_ns = 0, cpu_ns = 0;
         uint32_t len;
 
@@ -185,9 +190,9 @@ static void queue_run_request(Queue *q, QueueRequest *r, bool may_defer, bool ma
                 cpu_ns = thread_cpu_ns();
         }
         if (r->have_hdr && chain_skip(&in, sizeof r->hdr) >= 0)
-                len = fuse_server_process_header(d->fs, &r->hdr, &in, &out, may_wait, &info);
+                len = d->handler.process(d->handler.data, &r->hdr, &in, &out, may_wait, &info);
         else
-                len = fuse_server_process(d->fs, &in, &out, &info); /* answers "no header" */
+                len = d->handler.process(d->handler.data, NULL, &in, &out, may_wait, &info); /* "no header" */
 
         /* The second clock read of this request (sampled ones read two more); statistics and the
          * executor's estimates share it. Both before the completion, which may free the queue. */
@@ -503,7 +508,7 @@ static void queue_stop(Queue *q) {
                         break;
                 }
                 log_debug("Queue %u: stopping with its thread busy, cancelling blocking waits", q->index);
-                fuse_server_cancel_waits(q->dev->fs);
+                device_cancel_waits(q->dev);
         }
         q->thread_running = false;
         q->epoll_fd = safe_close(q->epoll_fd);
@@ -524,7 +529,7 @@ static void queue_stop(Queue *q) {
                  * in the next. */
                 pthread_mutex_unlock(&q->lock);
                 log_debug("Queue %u: stopping with a blocking wait in flight, cancelling it", q->index);
-                fuse_server_cancel_waits(q->dev->fs);
+                device_cancel_waits(q->dev);
                 pthread_mutex_lock(&q->lock);
         }
         pthread_mutex_unlock(&q->lock);
@@ -615,15 +620,17 @@ static void queue_reset(Queue *q) {
         atomic_store(&q->enabled, false);
 }
 
-int device_new(Device **ret, FuseServer *fs, unsigned n_request_queues) {
+int device_new(Device **ret, const RequestHandler *handler, unsigned n_request_queues) {
         _cleanup_(device_freep) Device *d = NULL;
 
         if (n_request_queues < 1 || n_request_queues > DEVICE_MAX_REQUEST_QUEUES)
                 return -ERANGE;
+        if (!handler || !handler->process)
+                return -EINVAL;
         d = calloc(1, sizeof *d);
         if (!d)
                 return -ENOMEM;
-        d->fs = fs;
+        d->handler = *handler;
         d->n_queues = 1 + n_request_queues;
         for (unsigned i = 0; i < d->n_queues; i++) {
                 queue_init(&d->queues[i], d, i);
