@@ -494,7 +494,7 @@ static void queue_stop(Queue *q) {
         atomic_store(&q->stopping, true);
         (void) eventfd_write(q->wake_fd, 1);
         /* The queue thread finishes its batch before it exits. It never waits for a lock itself
-         * (fuse_server_process_header(), may_wait), but should it ever, joining first and
+         * (the handler's may_wait), but should it ever, joining first and
          * cancelling after would wait forever: blocking waits are cancelled every grace period
          * while the join waits, as below for requests running elsewhere. */
         for (;;) {
