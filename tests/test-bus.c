@@ -22,6 +22,7 @@
 #include "bus-name.h"
 #include "frontend.h"
 #include "fuse-client.h"
+#include "stats-histogram.h"
 #include "harness.h"
 #include "util.h"
 #include "test-main.h"
@@ -29,7 +30,7 @@
 /* After util.h: GLib redefines MIN and MAX the same way, without a warning. */
 #include <gio/gio.h>
 
-#define HIST_BUCKETS 24
+#define HIST_BUCKETS STATS_HIST_BUCKETS /* stats-histogram.h */
 
 /* ---- a private bus ---- */
 
