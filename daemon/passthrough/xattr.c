@@ -87,22 +87,39 @@ static int acl_kill_sgid(Passthrough *p, Inode *i) {
         return 0;
 }
 
-int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, const void *value,
-                       size_t size, int flags, bool kill_sgid) {
-        Passthrough *p = fs;
+/* What every xattr operation starts with: the inode (-EBADF for a nodeid we do not know), the name
+ * checked (refused: the answer for an ACL name while ACLs are off; name NULL: no name), and the
+ * thread moved to where path names the inode. The caller calls xattr_leave() after its call. */
+static int xattr_begin(Passthrough *p, uint64_t nodeid, const char *name, int refused, Inode **ret,
+                       char path[static 16]) {
         _cleanup_(inode_unrefp) Inode *i = inode_map_get(p->inodes, nodeid);
-        char path[16];
         int r;
 
         if (!i)
                 return -EBADF;
-        if (!xattr_name_allowed(p, name))
-                return -EOPNOTSUPP;
-        if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
-                return -EINVAL;
+        if (name && !xattr_name_allowed(p, name))
+                return refused;
         r = xattr_enter(p, i, path);
         if (r < 0)
                 return r;
+        *ret = TAKE_PTR(i);
+        return 0;
+}
+
+int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, const void *value,
+                       size_t size, int flags, bool kill_sgid) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *i = NULL;
+        char path[16];
+        int r;
+
+        r = xattr_begin(p, nodeid, name, -EOPNOTSUPP, &i, path);
+        if (r < 0)
+                return r;
+        if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
+                xattr_leave();
+                return -EINVAL;
+        }
         /* An access ACL also sets the mode (the host kernel's setxattr does that itself). */
         r = setxattr(path, name, value, size, flags) < 0 ? negative_errno() : 0;
         xattr_leave();
@@ -113,15 +130,11 @@ int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, con
 
 ssize_t pt_getxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, void *buf, size_t size) {
         Passthrough *p = fs;
-        _cleanup_(inode_unrefp) Inode *i = inode_map_get(p->inodes, nodeid);
+        _cleanup_(inode_unrefp) Inode *i = NULL;
         char path[16];
         ssize_t n;
 
-        if (!i)
-                return -EBADF;
-        if (!xattr_name_allowed(p, name))
-                return -ENODATA;
-        n = xattr_enter(p, i, path);
+        n = xattr_begin(p, nodeid, name, -ENODATA, &i, path);
         if (n < 0)
                 return n;
         n = getxattr(path, name, size > 0 ? buf : NULL, size);
@@ -131,13 +144,11 @@ ssize_t pt_getxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name,
 
 ssize_t pt_listxattr(void *fs, const FsCtx *c, uint64_t nodeid, void *buf, size_t size) {
         Passthrough *p = fs;
-        _cleanup_(inode_unrefp) Inode *i = inode_map_get(p->inodes, nodeid);
+        _cleanup_(inode_unrefp) Inode *i = NULL;
         char path[16];
         ssize_t n;
 
-        if (!i)
-                return -EBADF;
-        n = xattr_enter(p, i, path);
+        n = xattr_begin(p, nodeid, NULL, 0, &i, path);
         if (n < 0)
                 return n;
         n = listxattr(path, size > 0 ? buf : NULL, size);
@@ -162,15 +173,11 @@ ssize_t pt_listxattr(void *fs, const FsCtx *c, uint64_t nodeid, void *buf, size_
 
 int pt_removexattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name) {
         Passthrough *p = fs;
-        _cleanup_(inode_unrefp) Inode *i = inode_map_get(p->inodes, nodeid);
+        _cleanup_(inode_unrefp) Inode *i = NULL;
         char path[16];
         int r;
 
-        if (!i)
-                return -EBADF;
-        if (!xattr_name_allowed(p, name))
-                return -EOPNOTSUPP;
-        r = xattr_enter(p, i, path);
+        r = xattr_begin(p, nodeid, name, -EOPNOTSUPP, &i, path);
         if (r < 0)
                 return r;
         r = removexattr(path, name) < 0 ? negative_errno() : 0;
