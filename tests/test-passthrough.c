@@ -112,7 +112,7 @@ END_TEST
 /* Issue 13 item 10: set-id bits the guest asks for are dropped by default, on every path that
  * sets a mode; a directory keeps set-group-id (inheritance only). */
 START_TEST(test_guest_setid_dropped) {
-        FsSetattr sa = { .valid = FATTR_MODE, .mode = 06755 };
+        FsSetattr sa = { .valid = FS_SET_MODE, .mode = 06755 };
         FsEntry e;
         uint64_t fh;
         struct stat st;
