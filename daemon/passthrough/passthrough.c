@@ -950,7 +950,7 @@ static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
                                         e = (FsEntry) { .st.st_ino = d->d_ino, .st.st_mode = (mode_t) DTTOIF(d->d_type) };
                         }
                 }
-                r = fs_dir_add(fill, d->d_name, namelen, d->d_ino, d->d_type, (uint64_t)d->d_off, ep);
+                r = fs_dir_add(fill, d->d_name, namelen, d->d_ino, d->d_type, (uint64_t) d->d_off, ep);
                 if (r < 0 && ep && ep->nodeid != 0)
                         inode_map_forget(p->inodes, ep->nodeid, 1);
                 if (r == -ENOSPC) {
