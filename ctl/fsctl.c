@@ -1,5 +1,6 @@
 /* fsctl.c: the command-line client of vufsd's D-Bus interface (org.vufsd.Daemon1). */
 #include <errno.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -16,9 +17,11 @@
 #include <linux/virtio_ring.h>
 
 #include "bus-name.h"
+#include "stats-histogram.h" /* the latency buckets GetStatistics sends */
 #include "util.h"
 
-/* Exit codes (fsctl(1) documents them). */
+/* Exit codes (fsctl(1) documents them). Everything below returns 0 or a negative errno, printing
+ * its own message; exit_status() alone turns that into one of these. */
 enum {
         EXIT_OK = 0,
         EXIT_FAILED = 1,       /* the call failed for another reason */
@@ -28,7 +31,14 @@ enum {
         EXIT_UNREACHABLE = 5,  /* no bus to talk to */
 };
 
-#define HIST_BUCKETS 24 /* GetStatistics' latency histogram (docs/dbus.md) */
+#define HIST_BUCKETS STATS_HIST_BUCKETS
+
+/* The errno that stands for each exit code (what exit_status() maps back). */
+#define ERR_USAGE (-EINVAL)           /* EXIT_USAGE */
+#define ERR_NO_INSTANCE (-ENXIO)      /* EXIT_NO_INSTANCE */
+#define ERR_DENIED (-EACCES)          /* EXIT_DENIED */
+#define ERR_UNREACHABLE (-EHOSTUNREACH) /* EXIT_UNREACHABLE */
+#define ERR_FAILED (-EIO)             /* EXIT_FAILED */
 
 static enum { BUS_SYSTEM, BUS_USER, BUS_ADDRESS } arg_bus_type = BUS_SYSTEM;
 static const char *arg_address;
@@ -91,36 +101,54 @@ static void json_key(FILE *f, bool *first, const char *key) {
 
 /* ---- errors ---- */
 
-static int bus_error_exit(const sd_bus_error *e, int r, const char *what) {
+static int exit_status(int r) {
+        switch (r) {
+        case 0:
+                return 0;
+        case ERR_USAGE:
+                return EXIT_USAGE;
+        case ERR_NO_INSTANCE:
+                return EXIT_NO_INSTANCE;
+        case ERR_DENIED:
+                return EXIT_DENIED;
+        case ERR_UNREACHABLE:
+                return EXIT_UNREACHABLE;
+        default:
+                return EXIT_FAILED;
+        }
+}
+
+/* Explains a failed call and returns the errno of its exit code. */
+static int bus_error_errno(const sd_bus_error *e, int r, const char *what) {
         const char *name = e && e->name ? e->name : NULL;
         const char *msg = e && e->message ? e->message : strerror(r < 0 ? -r : EIO);
 
         if (name && (streq(name, SD_BUS_ERROR_SERVICE_UNKNOWN) || streq(name, SD_BUS_ERROR_NAME_HAS_NO_OWNER))) {
                 fprintf(stderr, "fsctl: no such instance \"%s\" on the %s (fsctl list shows the running ones)\n",
                         arg_instance ?: "?", bus_label());
-                return EXIT_NO_INSTANCE;
+                return ERR_NO_INSTANCE;
         }
         if (name && streq(name, SD_BUS_ERROR_ACCESS_DENIED)) {
                 fprintf(stderr, "fsctl: %s: access denied: only root and members of the group \"%s\" may change "
                                 "an instance\nfsctl: the bus said: %s\n",
                         what, BUS_ADMIN_GROUP, msg);
-                return EXIT_DENIED;
+                return ERR_DENIED;
         }
         if (name && (streq(name, BUS_ERROR_INVALID_MODE) || streq(name, BUS_ERROR_OUT_OF_RANGE) ||
                      streq(name, BUS_ERROR_INVALID_CACHE_POLICY))) {
                 fprintf(stderr, "fsctl: %s: invalid value: %s\n", what, msg);
-                return EXIT_USAGE;
+                return ERR_USAGE;
         }
         if (name && (streq(name, SD_BUS_ERROR_NO_REPLY) || streq(name, SD_BUS_ERROR_TIMEOUT))) {
                 fprintf(stderr, "fsctl: %s: instance \"%s\" did not answer: %s\n", what, arg_instance ?: "?", msg);
-                return EXIT_FAILED;
+                return ERR_FAILED;
         }
         if (!name && (r == -ENOTCONN || r == -ECONNRESET)) {
                 fprintf(stderr, "fsctl: %s: lost the connection to the %s\n", what, bus_label());
-                return EXIT_UNREACHABLE;
+                return ERR_UNREACHABLE;
         }
         fprintf(stderr, "fsctl: %s failed: %s%s%s%s\n", what, msg, name ? " (" : "", name ?: "", name ? ")" : "");
-        return EXIT_FAILED;
+        return ERR_FAILED;
 }
 
 /* ---- connecting and finding instances ---- */
@@ -152,7 +180,7 @@ static int open_bus(sd_bus **ret) {
         }
         if (r < 0) {
                 fprintf(stderr, "fsctl: cannot connect to the %s: %s\n", bus_label(), strerror(-r));
-                return -EXIT_UNREACHABLE;
+                return ERR_UNREACHABLE;
         }
         *ret = TAKE_PTR(bus);
         return 0;
@@ -171,7 +199,7 @@ static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* Bus names of the running instances, sorted. Returns their number or -exit code. */
+/* Bus names of the running instances, sorted. Returns their number or a negative errno. */
 static int list_instance_names(sd_bus *bus, char ***ret) {
         _cleanup_(strv_freep) char **acquired = NULL;
         char **out;
@@ -181,19 +209,19 @@ static int list_instance_names(sd_bus *bus, char ***ret) {
         r = sd_bus_list_names(bus, &acquired, NULL);
         if (r < 0) {
                 fprintf(stderr, "fsctl: cannot list the names on the %s: %s\n", bus_label(), strerror(-r));
-                return -EXIT_FAILED;
+                return ERR_FAILED;
         }
         for (char **p = acquired; p && *p; p++)
                 n++;
         out = calloc(n + 1, sizeof *out);
         if (!out)
-                return -EXIT_FAILED;
+                return ERR_FAILED;
         for (char **p = acquired; p && *p; p++)
                 if (strncmp(*p, BUS_NAME_PREFIX, strlen(BUS_NAME_PREFIX)) == 0) {
                         out[k] = strdup(*p);
                         if (!out[k]) {
                                 strv_free(out);
-                                return -EXIT_FAILED;
+                                return ERR_FAILED;
                         }
                         k++;
                 }
@@ -202,7 +230,7 @@ static int list_instance_names(sd_bus *bus, char ***ret) {
         return (int) k;
 }
 
-/* Picks the target: -i NAME, or the only running instance. Returns 0 or -exit code. */
+/* Picks the target: -i NAME, or the only running instance. Returns 0 or a negative errno. */
 static int resolve_target(sd_bus *bus, char **ret_name) {
         _cleanup_(strv_freep) char **names = NULL;
         int n, r;
@@ -212,7 +240,7 @@ static int resolve_target(sd_bus *bus, char **ret_name) {
                 if (r < 0) {
                         fprintf(stderr, "fsctl: \"%s\" is not an instance name (1..%d bytes)\n", arg_instance,
                                 BUS_INSTANCE_MAX);
-                        return -EXIT_USAGE;
+                        return ERR_USAGE;
                 }
                 return 0;
         }
@@ -221,7 +249,7 @@ static int resolve_target(sd_bus *bus, char **ret_name) {
                 return n;
         if (n == 0) {
                 fprintf(stderr, "fsctl: no vufsd instance is running on the %s\n", bus_label());
-                return -EXIT_NO_INSTANCE;
+                return ERR_NO_INSTANCE;
         }
         if (n > 1) {
                 fprintf(stderr, "fsctl: %d instances are running on the %s; choose one with -i:", n, bus_label());
@@ -231,11 +259,11 @@ static int resolve_target(sd_bus *bus, char **ret_name) {
                                 fprintf(stderr, " %s", inst);
                 }
                 fputc('\n', stderr);
-                return -EXIT_NO_INSTANCE;
+                return ERR_NO_INSTANCE;
         }
         *ret_name = strdup(names[0]);
         if (!*ret_name)
-                return -EXIT_FAILED;
+                return ERR_FAILED;
         if (!arg_instance) {
                 static char *inst;
                 if (bus_instance_unescape(names[0] + strlen(BUS_NAME_PREFIX), &inst) >= 0)
@@ -247,7 +275,7 @@ static int resolve_target(sd_bus *bus, char **ret_name) {
 /* On the system bus an instance's name must be owned by vufsd itself: root or BUS_DAEMON_USER
  * (what vufsd connects as). The policy lets nobody else own it, but an old or hand-written policy
  * might: then whoever holds the name would read root's changes and answer with made-up state.
- * Other buses (--user, --address) are the caller's own. Returns 0 or -exit code. */
+ * Other buses (--user, --address) are the caller's own. Returns 0 or a negative errno. */
 static int check_owner(sd_bus *bus, const char *name) {
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -262,7 +290,7 @@ static int check_owner(sd_bus *bus, const char *name) {
         if (r >= 0)
                 r = sd_bus_message_read(reply, "u", &uid);
         if (r < 0)
-                return -bus_error_exit(&e, r, "finding the instance's owner");
+                return bus_error_errno(&e, r, "finding the instance's owner");
         if (uid == 0)
                 return 0;
         pw = getpwnam(BUS_DAEMON_USER);
@@ -272,7 +300,7 @@ static int check_owner(sd_bus *bus, const char *name) {
                 "fsctl: %s is owned by uid %" PRIu32 ", not by vufsd (root or user \"%s\"): not "
                 "talking to it (check the bus policy, docs/dbus.md)\n",
                 name, uid, BUS_DAEMON_USER);
-        return -EXIT_FAILED;
+        return ERR_FAILED;
 }
 
 /* ---- properties ---- */
@@ -308,6 +336,67 @@ static int read_string(sd_bus_message *m, char **dst) {
         return *dst ? 0 : -ENOMEM;
 }
 
+/* The properties fsctl reads, by name: where each goes in Props and its D-Bus type. A property of
+ * another type (an older or newer daemon) is skipped like an unknown one. */
+typedef struct PropField {
+        const char *name;
+        const char *sig; /* "s", "u", "t", "b" (into an int) or "as" */
+        size_t offset;
+        ssize_t present; /* offset of a bool set when the property was there, or -1 */
+} PropField;
+
+#define PROP(n, sig, field) { n, sig, offsetof(Props, field), -1 }
+static const PropField prop_fields[] = {
+        PROP("Instance", "s", instance),
+        PROP("Version", "s", version),
+        PROP("SharedDirectory", "s", shared_directory),
+        PROP("Socket", "s", socket),
+        PROP("ThreadMode", "s", thread_mode),
+        PROP("CachePolicy", "s", cache_policy),
+        PROP("Options", "as", options),
+        PROP("RequestQueues", "u", request_queues),
+        PROP("Connections", "u", connections),
+        PROP("RunningQueues", "u", running_queues),
+        PROP("PoolSize", "u", pool_size),
+        { "PollUSec", "u", offsetof(Props, poll_usec), offsetof(Props, has_poll_usec) },
+        PROP("NegotiatedFeatures", "t", features),
+        PROP("NegotiatedProtocolFeatures", "t", protocol_features),
+        PROP("UptimeUSec", "t", uptime_usec),
+        PROP("InFlight", "t", in_flight),
+        PROP("Connected", "b", connected),
+};
+#undef PROP
+
+static const PropField *prop_find(const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(prop_fields); i++)
+                if (streq(prop_fields[i].name, name))
+                        return &prop_fields[i];
+        return NULL;
+}
+
+/* Reads the variant's value (of type f->sig) into its field of p. */
+static int prop_read(sd_bus_message *m, const PropField *f, Props *p) {
+        void *field = (char *) p + f->offset;
+        int r;
+
+        if (streq(f->sig, "s"))
+                r = read_string(m, field);
+        else if (streq(f->sig, "as")) {
+                strv_free(*(char ***) field);
+                *(char ***) field = NULL;
+                r = sd_bus_message_read_strv(m, field);
+        } else if (streq(f->sig, "b")) {
+                int b;
+                r = sd_bus_message_read(m, "b", &b);
+                if (r >= 0)
+                        *(int *) field = b;
+        } else
+                r = sd_bus_message_read_basic(m, f->sig[0], field);
+        if (r >= 0 && f->present >= 0)
+                *(bool *) ((char *) p + f->present) = true;
+        return r;
+}
+
 static int get_all_properties(sd_bus *bus, const char *name, Props *p, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         int r;
@@ -320,66 +409,20 @@ static int get_all_properties(sd_bus *bus, const char *name, Props *p, sd_bus_er
         r = sd_bus_message_enter_container(reply, 'a', "{sv}");
         while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
                 const char *key, *contents;
-                uint32_t *u = NULL;
-                uint64_t *t = NULL;
-                char **s = NULL;
+                const PropField *prop;
 
                 r = sd_bus_message_read(reply, "s", &key);
                 if (r >= 0)
                         r = sd_bus_message_peek_type(reply, NULL, &contents);
                 if (r < 0)
                         break;
-                if (streq(key, "Instance"))
-                        s = &p->instance;
-                else if (streq(key, "Version"))
-                        s = &p->version;
-                else if (streq(key, "SharedDirectory"))
-                        s = &p->shared_directory;
-                else if (streq(key, "Socket"))
-                        s = &p->socket;
-                else if (streq(key, "ThreadMode"))
-                        s = &p->thread_mode;
-                else if (streq(key, "CachePolicy"))
-                        s = &p->cache_policy;
-                else if (streq(key, "RequestQueues"))
-                        u = &p->request_queues;
-                else if (streq(key, "Connections"))
-                        u = &p->connections;
-                else if (streq(key, "RunningQueues"))
-                        u = &p->running_queues;
-                else if (streq(key, "PoolSize"))
-                        u = &p->pool_size;
-                else if (streq(key, "PollUSec")) {
-                        u = &p->poll_usec;
-                        p->has_poll_usec = streq(contents, "u");
-                }
-                else if (streq(key, "NegotiatedFeatures"))
-                        t = &p->features;
-                else if (streq(key, "NegotiatedProtocolFeatures"))
-                        t = &p->protocol_features;
-                else if (streq(key, "UptimeUSec"))
-                        t = &p->uptime_usec;
-                else if (streq(key, "InFlight"))
-                        t = &p->in_flight;
-
+                prop = prop_find(key);
                 r = sd_bus_message_enter_container(reply, 'v', contents);
                 if (r < 0)
                         break;
-                if (s && streq(contents, "s"))
-                        r = read_string(reply, s);
-                else if (u && streq(contents, "u"))
-                        r = sd_bus_message_read(reply, "u", u);
-                else if (t && streq(contents, "t"))
-                        r = sd_bus_message_read(reply, "t", t);
-                else if (streq(key, "Connected") && streq(contents, "b")) {
-                        int b;
-                        r = sd_bus_message_read(reply, "b", &b);
-                        p->connected = b;
-                } else if (streq(key, "Options") && streq(contents, "as")) {
-                        strv_free(p->options);
-                        p->options = NULL;
-                        r = sd_bus_message_read_strv(reply, &p->options);
-                } else
+                if (prop && streq(contents, prop->sig))
+                        r = prop_read(reply, prop, p);
+ else
                         r = sd_bus_message_skip(reply, contents); /* newer daemon: unknown property */
                 if (r >= 0)
                         r = sd_bus_message_exit_container(reply);
@@ -512,14 +555,14 @@ static void json_props(FILE *f, const char *bus_name, const Props *p) {
 
 /* ---- verbs ---- */
 
-static int verb_list(sd_bus *bus) {
+static int verb_list(sd_bus *bus, const char *name, char **args) {
         _cleanup_(strv_freep) char **names = NULL;
         bool any = false;
         int n;
 
         n = list_instance_names(bus, &names);
         if (n < 0)
-                return -n;
+                return n;
         if (arg_json)
                 fputc('[', stdout);
         else if (!arg_quiet && n > 0)
@@ -549,10 +592,10 @@ static int verb_list(sd_bus *bus) {
                 fputs("]\n", stdout);
         else if (!any && !arg_quiet)
                 printf("No vufsd instance is running on the %s.\n", bus_label());
-        return EXIT_OK;
+        return 0;
 }
 
-static int verb_status(sd_bus *bus, const char *name) {
+static int verb_status(sd_bus *bus, const char *name, char **args) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         Props p;
         char up[64];
@@ -561,13 +604,13 @@ static int verb_status(sd_bus *bus, const char *name) {
         r = get_all_properties(bus, name, &p, &error);
         if (r < 0) {
                 props_done(&p);
-                return bus_error_exit(&error, r, "status");
+                return bus_error_errno(&error, r, "status");
         }
         if (arg_json) {
                 json_props(stdout, name, &p);
                 fputc('\n', stdout);
                 props_done(&p);
-                return EXIT_OK;
+                return 0;
         }
         format_duration(up, sizeof up, p.uptime_usec);
         printf("%-16s %s\n", "Instance:", p.instance);
@@ -601,7 +644,7 @@ static int verb_status(sd_bus *bus, const char *name) {
         printf("%-16s %" PRIu64 "\n", "In flight:", p.in_flight);
         printf("%-16s %s\n", "Uptime:", up);
         props_done(&p);
-        return EXIT_OK;
+        return 0;
 }
 
 static int call_simple(sd_bus *bus, const char *name, const char *what, const char *method, const char *sig, ...) {
@@ -619,8 +662,8 @@ static int call_simple(sd_bus *bus, const char *name, const char *what, const ch
         if (r >= 0)
                 r = sd_bus_call(bus, m, 0, &error, &reply);
         if (r < 0)
-                return bus_error_exit(&error, r, what);
-        return EXIT_OK;
+                return bus_error_errno(&error, r, what);
+        return 0;
 }
 
 static int parse_number(const char *s, long max, long *ret) {
@@ -639,8 +682,8 @@ static int parse_number(const char *s, long max, long *ret) {
         return 0;
 }
 
-static int verb_set_threads(sd_bus *bus, const char *name, const char *arg) {
-        const char *mode;
+static int verb_set_threads(sd_bus *bus, const char *name, char **args) {
+        const char *arg = args[0], *mode;
         long n, size = arg_size >= 0 ? arg_size : 0;
         int r;
 
@@ -648,7 +691,7 @@ static int verb_set_threads(sd_bus *bus, const char *name, const char *arg) {
                 if (arg_size >= 0) {
                         fprintf(stderr, "fsctl: set-threads %s already says the size; --size goes with inline, "
                                         "pool or auto\n", arg);
-                        return EXIT_USAGE;
+                        return ERR_USAGE;
                 }
                 /* Like --thread-pool-size: 0 = no pool, N = a pool of N. */
                 mode = n == 0 ? "inline" : "pool";
@@ -658,10 +701,10 @@ static int verb_set_threads(sd_bus *bus, const char *name, const char *arg) {
         else {
                 fprintf(stderr, "fsctl: invalid thread setting \"%s\": give a pool size N (0 = inline), inline, "
                                 "pool or auto\n", arg);
-                return EXIT_USAGE;
+                return ERR_USAGE;
         }
         r = call_simple(bus, name, "set-threads", "SetThreads", "su", mode, (uint32_t) size);
-        if (r != EXIT_OK)
+        if (r < 0)
                 return r;
         if (!arg_quiet) {
                 _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
@@ -670,14 +713,15 @@ static int verb_set_threads(sd_bus *bus, const char *name, const char *arg) {
                         printf("%s: threads %s, pool size %" PRIu32 "\n", p.instance, p.thread_mode, p.pool_size);
                 props_done(&p);
         }
-        return EXIT_OK;
+        return 0;
 }
 
-static int verb_set_cache(sd_bus *bus, const char *name, const char *arg) {
+static int verb_set_cache(sd_bus *bus, const char *name, char **args) {
+        const char *arg = args[0];
         int r;
 
         r = call_simple(bus, name, "set-cache", "SetCachePolicy", "s", arg);
-        if (r != EXIT_OK)
+        if (r < 0)
                 return r;
         if (!arg_quiet) {
                 _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
@@ -686,10 +730,11 @@ static int verb_set_cache(sd_bus *bus, const char *name, const char *arg) {
                         printf("%s: cache %s\n", p.instance, p.cache_policy);
                 props_done(&p);
         }
-        return EXIT_OK;
+        return 0;
 }
 
-static int verb_set_poll_us(sd_bus *bus, const char *name, const char *arg) {
+static int verb_set_poll_us(sd_bus *bus, const char *name, char **args) {
+        const char *arg = args[0];
         long us;
         int r;
 
@@ -697,10 +742,10 @@ static int verb_set_poll_us(sd_bus *bus, const char *name, const char *arg) {
         if (parse_number(arg, UINT32_MAX, &us) < 0) {
                 fprintf(stderr, "fsctl: invalid busy-poll window \"%s\": give microseconds, 0 turns polling off\n",
                         arg);
-                return EXIT_USAGE;
+                return ERR_USAGE;
         }
         r = call_simple(bus, name, "set-poll-us", "SetPollUSec", "u", (uint32_t) us);
-        if (r != EXIT_OK)
+        if (r < 0)
                 return r;
         if (!arg_quiet) {
                 _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
@@ -713,12 +758,12 @@ static int verb_set_poll_us(sd_bus *bus, const char *name, const char *arg) {
                 }
                 props_done(&p);
         }
-        return EXIT_OK;
+        return 0;
 }
 
-static int verb_reset_stats(sd_bus *bus, const char *name) {
+static int verb_reset_stats(sd_bus *bus, const char *name, char **args) {
         int r = call_simple(bus, name, "reset-stats", "ResetStatistics", NULL);
-        if (r == EXIT_OK && !arg_quiet)
+        if (r == 0 && !arg_quiet)
                 printf("%s: statistics reset\n", arg_instance);
         return r;
 }
@@ -864,9 +909,9 @@ static uint64_t hist_quantile(const uint64_t *h, double q, bool *open) {
                 if (cum >= target) {
                         if (b == HIST_BUCKETS - 1) {
                                 *open = true;
-                                return 1ULL << (HIST_BUCKETS - 2);
+                                return stats_hist_open_lower_us();
                         }
-                        return b == 0 ? 1 : 1ULL << b;
+                        return stats_hist_bucket_upper_us(b);
                 }
         }
         return 0;
@@ -1143,7 +1188,7 @@ static int sleep_interval(void) {
         return 0;
 }
 
-static int verb_stats(sd_bus *bus, const char *name) {
+static int verb_stats(sd_bus *bus, const char *name, char **args) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         Snapshot prev, cur;
         bool tty = isatty(STDOUT_FILENO);
@@ -1152,12 +1197,12 @@ static int verb_stats(sd_bus *bus, const char *name) {
         r = get_statistics(bus, name, &prev, &error);
         if (r < 0) {
                 snapshot_done(&prev);
-                return bus_error_exit(&error, r, "stats");
+                return bus_error_errno(&error, r, "stats");
         }
         if (!arg_watch) {
                 print_snapshot(&prev);
                 snapshot_done(&prev);
-                return EXIT_OK;
+                return 0;
         }
         for (long i = 0; arg_count < 0 || i < arg_count; i++) {
                 (void) sleep_interval();
@@ -1165,14 +1210,14 @@ static int verb_stats(sd_bus *bus, const char *name) {
                 if (r < 0) {
                         snapshot_done(&prev);
                         snapshot_done(&cur);
-                        return bus_error_exit(&error, r, "stats --watch");
+                        return bus_error_errno(&error, r, "stats --watch");
                 }
                 print_watch(&prev, &cur, tty);
                 snapshot_done(&prev);
                 prev = cur;
         }
         snapshot_done(&prev);
-        return EXIT_OK;
+        return 0;
 }
 
 /* ---- command line ---- */
@@ -1270,7 +1315,7 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_SIZE:
                         if (parse_number(optarg, UINT32_MAX, &arg_size) < 0) {
                                 fprintf(stderr, "fsctl: invalid --size \"%s\": give a number of threads\n", optarg);
-                                return -EXIT_USAGE;
+                                return ERR_USAGE;
                         }
                         break;
                 case ARG_WATCH:
@@ -1283,108 +1328,148 @@ static int parse_argv(int argc, char *argv[]) {
                         if (errno || *end || !(arg_interval >= 0.05 && arg_interval <= 3600)) {
                                 fprintf(stderr, "fsctl: invalid --interval \"%s\": give seconds, 0.05..3600\n",
                                         optarg);
-                                return -EXIT_USAGE;
+                                return ERR_USAGE;
                         }
                         break;
                 }
                 case ARG_COUNT:
                         if (parse_number(optarg, 1000000000, &arg_count) < 0 || arg_count < 1) {
                                 fprintf(stderr, "fsctl: invalid --count \"%s\": give a positive number\n", optarg);
-                                return -EXIT_USAGE;
+                                return ERR_USAGE;
                         }
                         break;
                 default:
                         fprintf(stderr, "fsctl: see fsctl --help\n");
-                        return -EXIT_USAGE;
+                        return ERR_USAGE;
                 }
         }
         return 1;
 }
 
-static int run(int argc, char *argv[]) {
-        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        _cleanup_free_ char *name = NULL;
-        const char *verb;
-        int nargs, r;
-        static const struct {
-                const char *verb;
-                int args;
-                bool reads; /* --json applies */
-        } verbs[] = {
-                { "list", 0, true },       { "status", 0, true },     { "set-threads", 1, false },
-                { "set-cache", 1, false }, { "set-poll-us", 1, false }, { "stats", 0, true },
-                { "reset-stats", 0, false },
-        };
-        size_t v;
+/* ---- verbs: the table ---- */
 
-        r = parse_argv(argc, argv);
-        if (r <= 0)
-                return -r;
-        if (optind >= argc) {
-                fprintf(stderr, "fsctl: missing verb (list, status, set-threads, set-cache, set-poll-us, stats, "
-                                "reset-stats); see fsctl --help\n");
-                return EXIT_USAGE;
+enum {
+        VERB_ANY_INSTANCE = 1 << 0, /* works on every instance: no -i target to resolve (list) */
+        VERB_JSON = 1 << 1,         /* reads: --json applies */
+        VERB_SIZE = 1 << 2,         /* --size applies */
+        VERB_WATCH = 1 << 3,        /* --watch (and --count) apply */
+};
+
+typedef struct Verb {
+        const char *name;
+        unsigned n_args; /* exactly this many arguments */
+        unsigned flags;  /* VERB_* */
+        int (*run)(sd_bus *bus, const char *name, char **args);
+} Verb;
+
+static const Verb verbs[] = {
+        { "list", 0, VERB_ANY_INSTANCE | VERB_JSON, verb_list },
+        { "status", 0, VERB_JSON, verb_status },
+        { "set-threads", 1, VERB_SIZE, verb_set_threads },
+        { "set-cache", 1, 0, verb_set_cache },
+        { "set-poll-us", 1, 0, verb_set_poll_us },
+        { "stats", 0, VERB_JSON | VERB_WATCH, verb_stats },
+        { "reset-stats", 0, 0, verb_reset_stats },
+};
+
+static const Verb *verb_find(const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                if (streq(verbs[i].name, name))
+                        return &verbs[i];
+        return NULL;
+}
+
+/* The verbs with all of flags (0: every verb) as "a, b and c", or "a, b, c" with commas only. */
+static void verb_names(char *buf, size_t len, unsigned flags, bool and) {
+        size_t n = 0, k = 0, off = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                n += (verbs[i].flags & flags) == flags;
+        buf[0] = 0;
+        for (size_t i = 0; i < ELEMENTSOF(verbs) && off < len; i++) {
+                if ((verbs[i].flags & flags) != flags)
+                        continue;
+                off += (size_t) snprintf(buf + off, len - off, "%s%s", k == 0 ? "" : and && k + 1 == n ? " and " : ", ",
+                                         verbs[i].name);
+                k++;
         }
-        verb = argv[optind];
-        nargs = argc - optind - 1;
-        for (v = 0; v < ELEMENTSOF(verbs); v++)
-                if (streq(verbs[v].verb, verb))
-                        break;
-        if (v == ELEMENTSOF(verbs)) {
-                fprintf(stderr, "fsctl: unknown verb \"%s\"; see fsctl --help\n", verb);
-                return EXIT_USAGE;
+}
+
+/* The options that only some verbs take. */
+static int check_verb_options(const Verb *v) {
+        char names[128];
+
+        if (arg_json && !(v->flags & VERB_JSON)) {
+                verb_names(names, sizeof names, VERB_JSON, true);
+                fprintf(stderr, "fsctl: --json goes with %s\n", names);
+                return ERR_USAGE;
         }
-        if (nargs != verbs[v].args) {
-                if (verbs[v].args == 0)
-                        fprintf(stderr, "fsctl: %s takes no argument\n", verb);
-                else
-                        fprintf(stderr, "fsctl: %s needs exactly one argument; see fsctl --help\n", verb);
-                return EXIT_USAGE;
+        if (arg_size >= 0 && !(v->flags & VERB_SIZE)) {
+                verb_names(names, sizeof names, VERB_SIZE, true);
+                fprintf(stderr, "fsctl: --size goes with %s\n", names);
+                return ERR_USAGE;
         }
-        if (arg_json && !verbs[v].reads) {
-                fprintf(stderr, "fsctl: --json goes with list, status and stats\n");
-                return EXIT_USAGE;
-        }
-        if (arg_size >= 0 && !streq(verb, "set-threads")) {
-                fprintf(stderr, "fsctl: --size goes with set-threads\n");
-                return EXIT_USAGE;
-        }
-        if (!streq(verb, "stats") && arg_watch) {
-                fprintf(stderr, "fsctl: --watch goes with stats\n");
-                return EXIT_USAGE;
+        if (arg_watch && !(v->flags & VERB_WATCH)) {
+                verb_names(names, sizeof names, VERB_WATCH, true);
+                fprintf(stderr, "fsctl: --watch goes with %s\n", names);
+                return ERR_USAGE;
         }
         if (arg_count > 0 && !arg_watch) {
                 fprintf(stderr, "fsctl: --count goes with stats --watch\n");
-                return EXIT_USAGE;
+                return ERR_USAGE;
         }
+        return 0;
+}
+
+static int run(int argc, char *argv[]) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_free_ char *name = NULL;
+        const Verb *v;
+        unsigned nargs;
+        int r;
+
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r;
+        if (optind >= argc) {
+                char names[160];
+                verb_names(names, sizeof names, 0, false);
+                fprintf(stderr, "fsctl: missing verb (%s); see fsctl --help\n", names);
+                return ERR_USAGE;
+        }
+        v = verb_find(argv[optind]);
+        if (!v) {
+                fprintf(stderr, "fsctl: unknown verb \"%s\"; see fsctl --help\n", argv[optind]);
+                return ERR_USAGE;
+        }
+        nargs = (unsigned) (argc - optind - 1);
+        if (nargs != v->n_args) {
+                if (v->n_args == 0)
+                        fprintf(stderr, "fsctl: %s takes no argument\n", v->name);
+                else
+                        fprintf(stderr, "fsctl: %s needs exactly one argument; see fsctl --help\n", v->name);
+                return ERR_USAGE;
+        }
+        r = check_verb_options(v);
+        if (r < 0)
+                return r;
 
         r = open_bus(&bus);
         if (r < 0)
-                return -r;
+                return r;
         (void) sd_bus_set_method_call_timeout(bus, 10ULL * 1000 * 1000);
-
-        if (streq(verb, "list"))
-                return verb_list(bus);
-        r = resolve_target(bus, &name);
-        if (r >= 0)
-                r = check_owner(bus, name);
-        if (r < 0)
-                return -r;
-        if (streq(verb, "status"))
-                return verb_status(bus, name);
-        if (streq(verb, "set-threads"))
-                return verb_set_threads(bus, name, argv[optind + 1]);
-        if (streq(verb, "set-cache"))
-                return verb_set_cache(bus, name, argv[optind + 1]);
-        if (streq(verb, "set-poll-us"))
-                return verb_set_poll_us(bus, name, argv[optind + 1]);
-        if (streq(verb, "stats"))
-                return verb_stats(bus, name);
-        return verb_reset_stats(bus, name);
+        if (!(v->flags & VERB_ANY_INSTANCE)) {
+                r = resolve_target(bus, &name);
+                if (r >= 0)
+                        r = check_owner(bus, name);
+                if (r < 0)
+                        return r;
+        }
+        return v->run(bus, name, argv + optind + 1);
 }
 
 int main(int argc, char *argv[]) {
         /* A closed pipe (fsctl stats --watch | head) ends us quietly. */
         signal(SIGPIPE, SIG_DFL);
-        return run(argc, argv);
+        return exit_status(run(argc, argv));
 }

@@ -27,6 +27,7 @@
 int manager_new(Manager **ret, const Config *c) {
         _cleanup_(manager_freep) Manager *m = NULL;
         const char *why = NULL;
+        RequestHandler handler;
         ThreadMode mode;
         unsigned pool_size;
         int r;
@@ -40,10 +41,14 @@ int manager_new(Manager **ret, const Config *c) {
         r = sd_event_default(&m->event);
         if (r < 0)
                 return log_error_errno(r, "Failed to create event loop: %m");
-        r = fuse_server_new(&m->fs, &c->fs);
+        r = passthrough_new(&m->passthrough, &c->fs);
         if (r < 0)
                 return log_error_errno(r, "Cannot serve %s: %m", c->fs.shared_dir);
-        r = device_new(&m->device, m->fs, c->n_request_queues);
+        r = fuse_server_new(&m->fs, &c->fs, &passthrough_ops, m->passthrough);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the FUSE server: %m");
+        handler = fuse_request_handler(m->fs);
+        r = device_new(&m->device, &handler, c->n_request_queues);
         if (r < 0)
                 return log_error_errno(r, "Failed to create the device: %m");
 
@@ -78,6 +83,7 @@ Manager *manager_free(Manager *m) {
         m->executor = executor_free(m->executor);
         m->stats = stats_free(m->stats);
         m->fs = fuse_server_free(m->fs);
+        m->passthrough = passthrough_free(m->passthrough); /* after the server that used it */
         m->listen_fd = safe_close(m->listen_fd);
         if (m->socket_path)
                 (void) unlink(m->socket_path);
@@ -162,7 +168,7 @@ static int on_connection_io(sd_event_source *s, int fd, uint32_t revents, void *
                 manager_disconnect(m, "protocol error");
                 return 0;
         }
-        r = vhost_user_handle(m->device, fd, &msg);
+        r = vhost_user_handle(&device_vhost_ops, m->device, fd, &msg);
         if (r < 0) {
                 log_warning_errno(r, "Dropping the frontend connection after %s: %m",
                                   vhost_user_request_to_string(msg.hdr.request));

@@ -7,12 +7,15 @@
 #include "config.h"
 #include "device.h"
 #include "executor.h"
+#include "fuse-handler.h"
 #include "fuse-server.h"
+#include "passthrough.h"
 #include "stats.h"
 
 typedef struct Manager {
         const Config *config;
         sd_event *event;
+        Passthrough *passthrough; /* the filesystem the server serves */
         FuseServer *fs;
         Device *device;
         Executor *executor; /* threading mode and pool: executor_set_mode() switches live */

@@ -22,13 +22,15 @@
 #include "bus-name.h"
 #include "frontend.h"
 #include "fuse-client.h"
+#include "stats-histogram.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 /* After util.h: GLib redefines MIN and MAX the same way, without a warning. */
 #include <gio/gio.h>
 
-#define HIST_BUCKETS 24
+#define HIST_BUCKETS STATS_HIST_BUCKETS /* stats-histogram.h */
 
 /* ---- a private bus ---- */
 
@@ -1480,8 +1482,6 @@ int main(void) {
         Suite *s = suite_create("bus");
         TCase *names = tcase_create("names");
         TCase *tc = tcase_create("daemon");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(names, test_instance_names);
         suite_add_tcase(s, names);
@@ -1506,9 +1506,5 @@ int main(void) {
         tcase_add_test(tc, test_bus_user_missing);
         suite_add_tcase(s, tc);
 
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

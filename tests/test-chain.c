@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "chain.h"
+#include "test-main.h"
 
 START_TEST(test_read_across_iovecs) {
         char a[3] = "abc", b[1] = "d", c[4] = "efgh";
@@ -122,11 +123,4 @@ static Suite *chain_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(chain_suite());
-        int failed;
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+TEST_MAIN_SUITE(chain_suite)

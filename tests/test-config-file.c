@@ -9,6 +9,7 @@
 
 #include "config-file.h"
 #include "config.h"
+#include "test-main.h"
 
 static char dir[] = "/tmp/vufsd-test-config.XXXXXX";
 
@@ -272,11 +273,4 @@ static Suite *config_file_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(config_file_suite());
-        int failed;
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+TEST_MAIN_SUITE(config_file_suite)

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "credentials.h"
-#include "fd-budget.h"
+#include "test-main.h"
 
 static pthread_barrier_t barrier;
 static uid_t other_euid;
@@ -93,64 +93,13 @@ START_TEST(test_drop_groups) {
 }
 END_TEST
 
-START_TEST(test_fd_limit) {
-        pid_t pid = fork();
-        int status;
-
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-                struct rlimit rl = { 1024, 8192 };
-                int64_t n;
-                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-                        _exit(2);
-                n = fd_budget_raise_rlimit(4096);
-                if (n != 4096 || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur != 4096)
-                        _exit(3);
-                /* Asking for more than nr_open is capped: at the hard limit without
-                 * CAP_SYS_RESOURCE, at nr_open/file-max with it. */
-                n = fd_budget_raise_rlimit(UINT64_MAX / 2);
-                if (n < 8192 || n > 1073741816)
-                        _exit(4);
-                if (fd_budget_default_max() >= (uint64_t) n)
-                        _exit(5);
-                _exit(0);
-        }
-        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-        ck_assert(WIFEXITED(status));
-        ck_assert_int_eq(WEXITSTATUS(status), 0);
-}
-END_TEST
-
-START_TEST(test_budget) {
-        FdBudget b = { .max = 2 };
-        ck_assert(fd_budget_take(&b));
-        ck_assert(fd_budget_take(&b));
-        ck_assert(!fd_budget_take(&b));
-        ck_assert_uint_eq(b.used, 2);
-        fd_budget_release(&b);
-        ck_assert(fd_budget_take(&b));
-}
-END_TEST
-
 int main(void) {
         Suite *s = suite_create("credentials");
         TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
 
-        if (geteuid() != 0) {
-                fprintf(stderr, "test-credentials needs root\n");
-                return 77;
-        }
-        tcase_add_test(tc, test_switch_is_per_thread);
+        tcase_add_root_test(tc, test_switch_is_per_thread);
         tcase_add_test(tc, test_umask_per_thread);
-        tcase_add_test(tc, test_drop_groups);
-        tcase_add_test(tc, test_fd_limit);
-        tcase_add_test(tc, test_budget);
+        tcase_add_root_test(tc, test_drop_groups);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

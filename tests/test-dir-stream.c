@@ -12,6 +12,7 @@
 
 #include "dir-stream.h"
 #include "util.h"
+#include "test-main.h"
 
 /* Long names, so one listing needs several buffers: about 70 bytes a record, 2000 entries, 9 or
  * so getdents64 buffers of 16 KiB. */
@@ -220,17 +221,11 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("dir-stream");
         TCase *tc = tcase_create("cap");
-        SRunner *sr;
-        int failed;
 
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, test_cap_many_handles);
         tcase_add_test(tc, test_release_midway);
         tcase_add_test(tc, test_cap_threads);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

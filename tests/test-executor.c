@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "test-main.h"
 
 /* Sanitizers make thread creation 50-100x slower (TSan: ~50 ms per thread here): smaller pools. */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -143,12 +144,12 @@ START_TEST(test_grow_immediate_shrink_lazy) {
         /* Shrinking returns at once and idle workers leave promptly. */
         t0 = now_ns();
         ck_assert_int_eq(executor_set_mode(e, THREAD_MODE_AUTO, 2), 0);
-        ck_assert_uint_lt(now_ns() - t0, 100000000ULL * SLOW_FACTOR);
+        ck_assert_timing_lt(now_ns() - t0, 100000000ULL * SLOW_FACTOR);
         wait_live(e, 2, 2000 * SLOW_FACTOR);
         shrink_ns = now_ns() - t0;
         printf("executor: grow 1->%u workers %.2f ms; %u->2 idle workers retired %.2f ms after the call\n",
                BIG_POOL / 4, grow_ns / 1e6, BIG_POOL / 4, shrink_ns / 1e6);
-        ck_assert_uint_lt(shrink_ns, 100000000ULL * SLOW_FACTOR);
+        ck_assert_timing_lt(shrink_ns, 100000000ULL * SLOW_FACTOR);
 
         ck_assert_int_eq(executor_set_mode(e, THREAD_MODE_POOL, BIG_POOL), 0);
         ck_assert_uint_eq(state(e).live_workers, BIG_POOL);
@@ -387,7 +388,7 @@ START_TEST(test_shrink_busy_pool) {
         /* Shrinking while every worker is busy returns at once... */
         t0 = now_ns();
         ck_assert_int_eq(executor_set_mode(e, THREAD_MODE_POOL, 2), 0);
-        ck_assert_uint_lt(now_ns() - t0, 50000000ULL * SLOW_FACTOR);
+        ck_assert_timing_lt(now_ns() - t0, 50000000ULL * SLOW_FACTOR);
         /* ...and surplus workers leave as they finish, while the queued work still completes. */
         gate_open(&gate);
         wait_done(&done, 108, 5000 * SLOW_FACTOR);
@@ -582,6 +583,7 @@ START_TEST(test_classify) {
 }
 END_TEST
 
+#ifdef TEST_TIMING
 /* What the data path pays per request for the executor: classify + route (inline path, lock-free),
  * and a hand-off to the pool (lock, list, wake-up) measured as throughput through one worker. */
 START_TEST(test_costs) {
@@ -634,13 +636,14 @@ START_TEST(test_costs) {
                 bad += atomic_load(&items[i].runs) != 1;
         ck_assert_uint_eq(bad, 0);
 #if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-        ck_assert_uint_lt(t_inline / n, 500);
+        ck_assert_timing_lt(t_inline / n, 500);
 #endif
         free(items);
         executor_detach_queue(&q);
         executor_free(e);
 }
 END_TEST
+#endif
 
 /* ---- switch storm ---- */
 
@@ -780,17 +783,13 @@ static Suite *executor_suite(void) {
         tcase_add_test(tc, test_shrink_busy_pool);
         tcase_add_test(tc, test_auto_rules);
         tcase_add_test(tc, test_classify);
+#ifdef TEST_TIMING
+        /* A micro-benchmark: only where its bound is checked. */
         tcase_add_test(tc, test_costs);
+#endif
         tcase_add_test(tc, test_switch_storm);
         suite_add_tcase(s, tc);
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(executor_suite());
-        int failed;
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+TEST_MAIN_SUITE(executor_suite)

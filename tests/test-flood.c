@@ -20,6 +20,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 #define RLIMIT_NOFILE_SET 600 /* hard RLIMIT_NOFILE: the budget is this minus the daemon's reserve */
 #define N_FILES 1000          /* more than the budget */
@@ -245,17 +246,11 @@ static void sanitizer_env(void) {
 int main(void) {
         Suite *s = suite_create("flood");
         TCase *tc = tcase_create("flood");
-        SRunner *sr;
-        int failed;
 
         sanitizer_env();
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 240);
         tcase_add_test(tc, test_flood);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? 0 : 1;
+        return test_main_run(s);
 }

@@ -16,6 +16,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 static FeHarness *h;
 
@@ -500,8 +501,6 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("frontend-basic");
         TCase *tc = tcase_create("basic");
-        SRunner *sr;
-        int failed;
 
         if (!getenv("VUFSD_BINARY")) {
                 fprintf(stderr, "VUFSD_BINARY is not set (meson test sets it)\n");
@@ -523,9 +522,5 @@ int main(void) {
         tcase_add_test(tc, test_readdir_many_and_forget);
         tcase_add_test(tc, test_rem_mem_reg_and_readd);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

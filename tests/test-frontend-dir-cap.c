@@ -14,6 +14,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 #define N_FILES 1500
 #define N_HANDLES 1000
@@ -169,16 +170,10 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("frontend-dir-cap");
         TCase *tc = tcase_create("cap");
-        SRunner *sr;
-        int failed;
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 240);
         tcase_add_test(tc, test_dir_cap_bounds_memory);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

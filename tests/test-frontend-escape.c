@@ -33,6 +33,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 #define NEVER_ISSUED 0x7fff0000ull
 
@@ -864,17 +865,10 @@ static Suite *escape_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr;
-        int failed;
-
         if (geteuid() != 0) {
                 /* Device nodes for the share and vufsd's default sandbox need root. */
                 fprintf(stderr, "test-frontend-escape: needs root, skipping\n");
                 return 77;
         }
-        sr = srunner_create(escape_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(escape_suite());
 }

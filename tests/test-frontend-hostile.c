@@ -20,6 +20,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 #define RAW_DESCS 32
 #define HOSTILE_TIMEOUT_MS 1500
@@ -1703,8 +1704,6 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("frontend-hostile");
         TCase *one = tcase_create("each"), *all = tcase_create("sequence"), *trust = tcase_create("trust");
-        SRunner *sr;
-        int failed;
 
         if (!getenv("VUFSD_BINARY")) {
                 fprintf(stderr, "VUFSD_BINARY is not set (meson test sets it)\n");
@@ -1727,9 +1726,5 @@ int main(void) {
         suite_add_tcase(s, trust);
         suite_add_tcase(s, one);
         suite_add_tcase(s, all);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

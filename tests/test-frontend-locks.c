@@ -19,6 +19,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 static FeHarness *h;
 
@@ -346,12 +347,6 @@ static Suite *suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(suite());
-        int failed;
-
         signal(SIGPIPE, SIG_IGN);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return test_main_run(suite());
 }

@@ -28,9 +28,12 @@
 #include "device.h"
 #include "executor.h"
 #include "fuse-client.h"
+#include "fuse-handler.h"
 #include "fuse-server.h"
+#include "passthrough.h"
 #include "stats.h"
 #include "vhost-user.h"
+#include "test-main.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 /* Thread creation costs 10-50 ms under TSan here and every byte copied is checked: fewer workers
@@ -67,6 +70,7 @@ static void sleep_us(unsigned us) {
 typedef struct Backend {
         char dir[64], share[80], socket_path[80];
         FsOptions opts;
+        Passthrough *pt;
         FuseServer *fs;
         Device *dev;
         Executor *ex;
@@ -87,7 +91,7 @@ static void *backend_main(void *userdata) {
 
                 if (vhost_user_recv(conn, &msg) < 0)
                         break;
-                if (vhost_user_handle(b->dev, conn, &msg) < 0)
+                if (vhost_user_handle(&device_vhost_ops, b->dev, conn, &msg) < 0)
                         break;
         }
         device_reset(b->dev);
@@ -127,8 +131,12 @@ static void backend_start(Backend *b, ThreadMode mode, unsigned pool_size, unsig
         ck_assert_int_eq(mkdir(b->share, 0755), 0);
         b->opts = FS_OPTIONS_DEFAULT;
         b->opts.shared_dir = b->share;
-        ck_assert_int_eq(fuse_server_new(&b->fs, &b->opts), 0);
-        ck_assert_int_eq(device_new(&b->dev, b->fs, n_request_queues), 0);
+        ck_assert_int_eq(passthrough_new(&b->pt, &b->opts), 0);
+        ck_assert_int_eq(fuse_server_new(&b->fs, &b->opts, &passthrough_ops, b->pt), 0);
+        {
+                RequestHandler h = fuse_request_handler(b->fs);
+                ck_assert_int_eq(device_new(&b->dev, &h, n_request_queues), 0);
+        }
         ck_assert_int_eq(executor_new(&b->ex, mode, pool_size), 0);
         ck_assert_int_eq(stats_new(&b->stats), 0);
         device_attach(b->dev, b->ex, b->stats);
@@ -149,6 +157,7 @@ static void backend_stop(Backend *b) {
         b->ex = executor_free(b->ex);
         b->stats = stats_free(b->stats);
         b->fs = fuse_server_free(b->fs);
+        b->pt = passthrough_free(b->pt);
         nftw(b->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
         cleanup_dir[0] = 0;
 }
@@ -803,13 +812,8 @@ static Suite *stress_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(stress_suite());
-        int failed;
 
         /* A frontend that goes away mid-write must give EPIPE, not kill the test. */
         signal(SIGPIPE, SIG_IGN);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return test_main_run(stress_suite());
 }

@@ -13,6 +13,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 static FeHarness *h;
 
@@ -193,8 +194,6 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("frontend-virtiofsd");
         TCase *tc = tcase_create("virtiofsd");
-        SRunner *sr;
-        int failed;
 
         if (access(FE_VIRTIOFSD_PATH, X_OK) < 0 || geteuid() != 0) {
                 fprintf(stderr, "%s not installed or not root: skipping\n", FE_VIRTIOFSD_PATH);
@@ -209,9 +208,5 @@ int main(void) {
         tcase_add_test(tc, test_reboot_and_resume);
         tcase_add_test(tc, test_queue_depth);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

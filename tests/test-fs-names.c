@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fs-names.h"
+#include "test-main.h"
 
 static int v(const char *s, bool dots) {
         return fs_name_validate(s, strlen(s), dots);
@@ -79,16 +80,10 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("fs-names");
         TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(tc, test_names);
         tcase_add_test(tc, test_strings);
         tcase_add_test(tc, test_targets_and_xattrs);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

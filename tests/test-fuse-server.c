@@ -1,4 +1,8 @@
-/* test-fuse-server.c: FUSE decoding, validation, dispatch and replies over a temporary directory. */
+/* test-fuse-server.c: FUSE decoding, validation, dispatch and replies.
+ *
+ * Two fixtures: "wire" serves the in-memory fake FsOps (tests/fake-fs.h) and runs unprivileged;
+ * "passthrough" serves a temporary host directory and needs root (credential switching, chown,
+ * mknod), so its cases are skipped, one by one and named, without it. */
 #include <check.h>
 #include <stdatomic.h>
 #include <dirent.h>
@@ -18,13 +22,18 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "fake-fs.h"
 #include "fuse-server.h"
+#include "passthrough.h"
 #include "util.h"
+#include "test-main.h"
 
 #define NO_REPLY 1000 /* call() result when the server wrote nothing */
 
 static char tmpdir[] = "/tmp/test-fuse-server-XXXXXX";
 static char share[128], outside[128], secret[128];
+static Passthrough *pt;
+static FakeFs fake;
 static FuseServer *srv;
 /* Atomic: the concurrency test calls call_full() from several threads. */
 static _Atomic uint64_t next_unique = 2;
@@ -356,7 +365,13 @@ static bool outside_untouched(void) {
 
 static void server_start(FsOptions o) {
         o.shared_dir = share;
-        ck_assert_int_eq(fuse_server_new(&srv, &o), 0);
+        ck_assert_int_eq(passthrough_new(&pt, &o), 0);
+        ck_assert_int_eq(fuse_server_new(&srv, &o, &passthrough_ops, pt), 0);
+}
+
+static void server_stop(void) {
+        srv = fuse_server_free(srv);
+        pt = passthrough_free(pt);
 }
 
 static void setup_dirs(void) {
@@ -387,9 +402,21 @@ static void setup(void) {
 
 static void teardown_mounts(void);
 
+/* The wire fixture: the server over the fake filesystem, no host directory. */
+static void setup_fake(void) {
+        FsOptions o = FS_OPTIONS_DEFAULT;
+        caller = (Caller){ 0, 0 };
+        fake_fs_init(&fake);
+        ck_assert_int_eq(fuse_server_new(&srv, &o, &fake_fs_ops, &fake), 0);
+}
+
+static void teardown_fake(void) {
+        srv = fuse_server_free(srv);
+}
+
 static void teardown(void) {
         char cmd[PATH_MAX + 32];
-        srv = fuse_server_free(srv);
+        server_stop();
         teardown_mounts();
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
         ck_assert_int_eq(system(cmd), 0);
@@ -1442,7 +1469,7 @@ START_TEST(test_xattr_disabled) {
         Args *a = args_new();
         struct fuse_getxattr_in gi = { 0 };
 
-        srv = fuse_server_free(srv);
+        server_stop();
         server_start(FS_OPTIONS_DEFAULT); /* xattr off */
         do_init();
         args_add(a, &gi, sizeof gi);
@@ -1609,7 +1636,7 @@ START_TEST(test_readonly) {
         fd = open(share_path("f"), O_CREAT | O_WRONLY, 0644);
         ck_assert_int_ge(fd, 0);
         close(fd);
-        srv = fuse_server_free(srv);
+        server_stop();
         {
                 FsOptions o = FS_OPTIONS_DEFAULT;
                 o.readonly = true;
@@ -1696,7 +1723,7 @@ START_TEST(test_cache_policies) {
         ck_assert_int_eq(fuse_server_get_cache_policy(srv), CACHE_ALWAYS);
 
         /* An explicit timeout overrides the policy's (but never "never"). */
-        srv = fuse_server_free(srv);
+        server_stop();
         {
                 FsOptions op = FS_OPTIONS_DEFAULT;
                 op.timeout = 2.5;
@@ -1767,7 +1794,7 @@ START_TEST(test_fd_budget) {
         char name[16];
         int fd;
 
-        srv = fuse_server_free(srv);
+        server_stop();
         for (int i = 0; i < 8; i++) {
                 snprintf(name, sizeof name, "f%d", i);
                 fd = open(share_path(name), O_CREAT | O_WRONLY, 0644);
@@ -2276,7 +2303,7 @@ END_TEST
 static void server_restart(bool submounts, bool label, bool acl, bool xattr) {
         FsOptions o = FS_OPTIONS_DEFAULT;
 
-        srv = fuse_server_free(srv);
+        server_stop();
         o.announce_submounts = submounts;
         o.security_label = label;
         o.posix_acl = acl;
@@ -2431,7 +2458,7 @@ START_TEST(test_submounts) {
         ck_assert_int_eq(lookup(1, "tmp", &e), 0);
         ck_assert_uint_eq(e.attr.flags, 0);
         ck_assert_uint_eq(readdirplus_attr_flags(1, "bind"), 0);
-        srv = fuse_server_free(srv);
+        server_stop();
         teardown_mounts();
 }
 END_TEST
@@ -2891,62 +2918,298 @@ START_TEST(test_posix_acl) {
 }
 END_TEST
 
+/* ---- tests: the server against the fake filesystem (no root, no host directory) ---- */
+
+/* Bad names are answered by the server: the filesystem never sees them. */
+START_TEST(test_wire_names_stop_at_server) {
+        char longname[300];
+        Args *a = args_new();
+        unsigned calls;
+
+        do_init();
+        memset(longname, 'x', sizeof longname);
+        longname[256] = 0;
+        calls = fake.calls;
+        ck_assert_int_eq(mkdir_req(1, "a/b", 0755, 0, NULL), -EINVAL);
+        ck_assert_int_eq(mkdir_req(1, "..", 0755, 0, NULL), -EINVAL);
+        ck_assert_int_eq(mkdir_req(1, ".", 0755, 0, NULL), -EINVAL);
+        ck_assert_int_eq(mkdir_req(1, "", 0755, 0, NULL), -ENOENT);
+        ck_assert_int_eq(mkdir_req(1, longname, 0755, 0, NULL), -ENAMETOOLONG);
+        ck_assert_int_eq(create(1, "/etc/evil", O_WRONLY | O_CREAT, S_IFREG | 0644, NULL, NULL), -EINVAL);
+        ck_assert_int_eq(name_req(FUSE_UNLINK, 1, "../outside/secret"), -EINVAL);
+        ck_assert_int_eq(name_req(FUSE_RMDIR, 1, ".."), -EINVAL);
+        args_add(a, "abc", 3); /* no NUL */
+        ck_assert_int_eq(call(FUSE_LOOKUP, 1, a, NULL, 0), -EINVAL);
+        ck_assert_int_eq(call(FUSE_UNLINK, 1, a, NULL, 0), -EINVAL);
+        a->len = 0;
+        {
+                struct fuse_rename_in rn = { .newdir = 1 };
+                args_add(a, &rn, sizeof rn);
+                args_str(a, "sub");
+                args_str(a, "../escaped");
+                ck_assert_int_eq(call(FUSE_RENAME, 1, a, NULL, 0), -EINVAL);
+        }
+        ck_assert_uint_eq(fake.calls, calls);
+        /* A good name goes through, exactly as sent. */
+        longname[255] = 0;
+        ck_assert_int_eq(mkdir_req(1, longname, 0755, 0, NULL), 0);
+        ck_assert_uint_eq(fake.calls, calls + 1);
+        ck_assert_str_eq(fake.last_op, "mkdir");
+        ck_assert_str_eq(fake.last_name, longname);
+        ck_assert_uint_eq(fake.last_nodeid, 1);
+        free(a);
+}
+END_TEST
+
+/* The filesystem's negative errno is the reply's error, for every kind of reply. */
+START_TEST(test_wire_errors_propagate) {
+        struct fuse_entry_out e;
+        int errs[] = { -EXDEV, -EACCES, -ENFILE, -ENOTEMPTY, -EOVERFLOW };
+
+        do_init();
+        ck_assert_int_eq(mkdir_req(1, "d", 0755, 0, &e), 0);
+        for (size_t i = 0; i < ELEMENTSOF(errs); i++) {
+                fake.fail_next = errs[i];
+                ck_assert_int_eq(getattr_req(e.nodeid, NULL), errs[i]);
+                fake.fail_next = errs[i];
+                ck_assert_int_eq(lookup(1, "d", NULL), errs[i]);
+                fake.fail_next = errs[i];
+                ck_assert_int_eq(name_req(FUSE_UNLINK, 1, "d"), errs[i]);
+                fake.fail_next = errs[i];
+                ck_assert_int_eq(open_req(FUSE_OPENDIR, e.nodeid, O_RDONLY, NULL), errs[i]);
+        }
+        /* An operation the filesystem does not have. */
+        {
+                struct fuse_statfs_out st;
+                ck_assert_int_eq(call(FUSE_STATFS, 1, NULL, &st, sizeof st), -ENOSYS);
+                ck_assert_str_eq(fake.last_op, "statfs");
+        }
+}
+END_TEST
+
+/* SETATTR's wire bits reach the filesystem as FS_SET_*: the ones without meaning there are
+ * dropped, KILL_SUIDGID only when negotiated, out-of-range nanoseconds never reach it. */
+START_TEST(test_wire_setattr_bits) {
+        struct fuse_setattr_in sa = { 0 };
+        struct fuse_attr_out ao;
+        struct fuse_entry_out e;
+        Args *a = args_new();
+        unsigned calls;
+
+        do_init(); /* the guest offers HANDLE_KILLPRIV_V2; the server (killpriv_v2 off) does not take it */
+        ck_assert_int_eq(create(1, "f", O_RDWR | O_CREAT, S_IFREG | 0644, &e, NULL), 0);
+        sa = (struct fuse_setattr_in){ .valid = FATTR_MODE | FATTR_ATIME_NOW | FATTR_ATIME | FATTR_LOCKOWNER |
+                                                FATTR_CTIME | FATTR_KILL_SUIDGID,
+                                       .mode = 0600,
+                                       .lock_owner = 5 };
+        args_add(a, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &ao, sizeof ao), 0);
+        ck_assert_str_eq(fake.last_op, "setattr");
+        ck_assert_uint_eq(fake.last_setattr.valid, FS_SET_MODE | FS_SET_ATIME_NOW | FS_SET_ATIME);
+        ck_assert_uint_eq(fake.last_setattr.mode, 0600);
+
+        sa = (struct fuse_setattr_in){ .valid = FATTR_UID | FATTR_GID | FATTR_SIZE | FATTR_MTIME | FATTR_MTIME_NOW |
+                                                FATTR_FH,
+                                       .uid = 7,
+                                       .gid = 8,
+                                       .size = 99,
+                                       .mtime = 1234,
+                                       .mtimensec = 5,
+                                       .fh = 42 };
+        a->len = 0;
+        args_add(a, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &ao, sizeof ao), 0);
+        ck_assert_uint_eq(fake.last_setattr.valid,
+                          FS_SET_UID | FS_SET_GID | FS_SET_SIZE | FS_SET_MTIME | FS_SET_MTIME_NOW | FS_SET_FH);
+        ck_assert_uint_eq(fake.last_setattr.uid, 7);
+        ck_assert_uint_eq(fake.last_setattr.gid, 8);
+        ck_assert_uint_eq(fake.last_setattr.size, 99);
+        ck_assert_uint_eq(fake.last_setattr.fh, 42);
+        ck_assert_int_eq(fake.last_setattr.mtime.tv_sec, 1234);
+        ck_assert_int_eq(fake.last_setattr.mtime.tv_nsec, 5);
+
+        /* Refused by the server alone: unknown bits, nanoseconds out of range. */
+        calls = fake.calls;
+        sa = (struct fuse_setattr_in){ .valid = 1u << 30 };
+        a->len = 0;
+        args_add(a, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &ao, sizeof ao), -EINVAL);
+        sa = (struct fuse_setattr_in){ .valid = FATTR_ATIME, .atimensec = 1000000000 };
+        a->len = 0;
+        args_add(a, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &ao, sizeof ao), -EINVAL);
+        ck_assert_uint_eq(fake.calls, calls);
+
+        /* With KILLPRIV_V2 negotiated, KILL_SUIDGID goes through. */
+        srv = fuse_server_free(srv);
+        {
+                FsOptions o = FS_OPTIONS_DEFAULT;
+                o.killpriv_v2 = true;
+                ck_assert_int_eq(fuse_server_new(&srv, &o, &fake_fs_ops, &fake), 0);
+        }
+        do_init();
+        ck_assert_int_eq(lookup(1, "f", &e), 0);
+        sa = (struct fuse_setattr_in){ .valid = FATTR_SIZE | FATTR_KILL_SUIDGID };
+        a->len = 0;
+        args_add(a, &sa, sizeof sa);
+        ck_assert_int_eq(call(FUSE_SETATTR, e.nodeid, a, &ao, sizeof ao), 0);
+        ck_assert_uint_eq(fake.last_setattr.valid, FS_SET_SIZE | FS_SET_KILL_SUIDGID);
+        free(a);
+}
+END_TEST
+
+/* Directory replies: records aligned, names and cookies as the filesystem added them, only
+ * whole records, bounded by the guest's size and by the reply space. */
+START_TEST(test_wire_readdir_records) {
+        struct fuse_open_out od;
+
+        do_init();
+        fake.n_dirents = 100;
+        ck_assert_int_eq(open_req(FUSE_OPENDIR, 1, O_RDONLY, &od), 0);
+        ck_assert_uint_eq(od.fh, 1 + 1000);
+        for (int plus = 0; plus <= 1; plus++) {
+                uint64_t off = 0;
+                unsigned n = 0, requests = 0;
+
+                while (off < fake.n_dirents) {
+                        Listing l;
+                        readdir_once(1, od.fh, off, plus, &l);
+                        ck_assert_uint_gt(l.n, 0);
+                        for (unsigned i = 0; i < l.n; i++) {
+                                char want[32];
+                                snprintf(want, sizeof want, "entry-%u", n);
+                                ck_assert_str_eq(l.names[i], want);
+                                ck_assert_uint_eq(l.offs[i], n + 1);
+                                n++;
+                        }
+                        off = l.offs[l.n - 1];
+                        requests++;
+                }
+                ck_assert_uint_eq(n, 100);
+                ck_assert_uint_gt(requests, 1); /* 2048 bytes do not hold 100 records */
+        }
+        /* Space for less than one record: an empty reply, and nothing added. */
+        {
+                Args *a = args_new();
+                struct fuse_read_in ri = { .fh = od.fh, .size = 10 };
+                Reply rep;
+                args_add(a, &ri, sizeof ri);
+                ck_assert_int_eq(call_full(FUSE_READDIR, 1, a, 16 + 4096, &rep), 0);
+                ck_assert_uint_eq(rep.len, 0);
+                free(rep.payload);
+                /* The guest asks for more than the reply can hold: bounded by the space, whole records. */
+                ri.size = 65536;
+                a->len = 0;
+                args_add(a, &ri, sizeof ri);
+                ck_assert_int_eq(call_full(FUSE_READDIR, 1, a, 16 + 100, &rep), 0);
+                ck_assert_uint_gt(rep.len, 0);
+                ck_assert_uint_le(rep.len, 100);
+                ck_assert_uint_eq(rep.len % 8, 0);
+                free(rep.payload);
+                free(a);
+        }
+        /* A handle of another node. */
+        {
+                Args *a = args_new();
+                struct fuse_read_in ri = { .fh = 77, .size = 4096 };
+                args_add(a, &ri, sizeof ri);
+                ck_assert_int_eq(call(FUSE_READDIR, 1, a, NULL, 0), -EBADF);
+                free(a);
+        }
+        ck_assert_int_eq(release_req(FUSE_RELEASEDIR, 1, od.fh), 0);
+}
+END_TEST
+
+/* READ and WRITE: data moves between the chain and the filesystem's iovecs, sizes checked first. */
+START_TEST(test_wire_read_write) {
+        struct fuse_entry_out e;
+        uint64_t fh;
+        char buf[70000];
+        unsigned calls;
+
+        do_init();
+        ck_assert_int_eq(create(1, "f", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fh), 0);
+        ck_assert_int_eq(read_req(e.nodeid, fh, 3, 65536, buf), 65536);
+        for (int i = 0; i < 65536; i++)
+                ck_assert_uint_eq((uint8_t)buf[i], (uint8_t)(3 + i));
+        ck_assert_int_eq(write_req(e.nodeid, fh, 0, buf, 65536), 0);
+        ck_assert_str_eq(fake.last_op, "write");
+        calls = fake.calls;
+        ck_assert_int_eq(read_req(e.nodeid, fh, 0, (1 << 20) + 1, buf), -EINVAL);
+        {
+                Args *a = args_new();
+                struct fuse_write_in w = { .fh = fh, .size = 10 };
+                args_add(a, &w, sizeof w);
+                args_add(a, "abc", 3);
+                ck_assert_int_eq(call(FUSE_WRITE, e.nodeid, a, NULL, 0), -EINVAL);
+                free(a);
+        }
+        ck_assert_uint_eq(fake.calls, calls);
+        ck_assert_int_eq(read_req(e.nodeid, fh + 1, 0, 10, buf), -EBADF);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("fuse-server");
-        TCase *tc = tcase_create("core");
+        TCase *wire = tcase_create("wire"), *tc;
 
+        tcase_add_checked_fixture(wire, setup_fake, teardown_fake);
+        tcase_set_timeout(wire, 60);
+        /* The session and framing cases against the fake as well: they are about the wire. */
+        tcase_add_test(wire, test_before_init);
+        tcase_add_test(wire, test_init_negotiation);
+        tcase_add_test(wire, test_framing);
+        tcase_add_test(wire, test_unknown_opcodes);
+        tcase_add_test(wire, test_second_init_resets);
+        tcase_add_test(wire, test_wire_names_stop_at_server);
+        tcase_add_test(wire, test_wire_errors_propagate);
+        tcase_add_test(wire, test_wire_setattr_bits);
+        tcase_add_test(wire, test_wire_readdir_records);
+        tcase_add_test(wire, test_wire_read_write);
+        suite_add_tcase(s, wire);
+
+        /* Over a host directory: credential switching, chown and mknod need root. */
+        tc = tcase_create("passthrough");
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, test_before_init);
-        tcase_add_test(tc, test_init_negotiation);
-        tcase_add_test(tc, test_framing);
-        tcase_add_test(tc, test_unknown_opcodes);
-        tcase_add_test(tc, test_second_init_resets);
-        tcase_add_test(tc, test_create_write_read);
-        tcase_add_test(tc, test_large_write_split);
-        tcase_add_test(tc, test_names);
-        tcase_add_test(tc, test_nodeids_and_forget);
-        tcase_add_test(tc, test_handles_checked);
-        tcase_add_test(tc, test_readdir);
-        tcase_add_test(tc, test_readdir_continue_and_seek);
-        tcase_add_test(tc, test_dir_ops);
-        tcase_add_test(tc, test_setattr);
-        tcase_add_test(tc, test_misc_ops);
-        tcase_add_test(tc, test_xattr);
-        tcase_add_test(tc, test_write_kill_suidgid);
-        tcase_add_test(tc, test_xattr_disabled);
-        tcase_add_test(tc, test_escape_symlinks);
-        tcase_add_test(tc, test_escape_special_files);
-        tcase_add_test(tc, test_escape_rename_out);
-        tcase_add_test(tc, test_readonly);
-        tcase_add_test(tc, test_cache_policies);
-        tcase_add_test(tc, test_credentials);
-        tcase_add_test(tc, test_fd_budget);
-        tcase_add_test(tc, test_locks);
-        tcase_add_test(tc, test_locks_release);
-        tcase_add_test(tc, test_lock_fd_flush_race);
-        tcase_add_test(tc, test_setlkw_same_unique);
-        tcase_add_test(tc, test_setlkw_without_helper);
-        tcase_add_test(tc, test_concurrent);
-        tcase_add_test(tc, test_init_features);
-        tcase_add_test(tc, test_submounts);
-        tcase_add_test(tc, test_security_ctx);
-        tcase_add_test(tc, test_security_ctx_malformed);
-        tcase_add_test(tc, test_posix_acl);
+        tcase_add_root_test(tc, test_before_init);
+        tcase_add_root_test(tc, test_init_negotiation);
+        tcase_add_root_test(tc, test_framing);
+        tcase_add_root_test(tc, test_unknown_opcodes);
+        tcase_add_root_test(tc, test_second_init_resets);
+        tcase_add_root_test(tc, test_create_write_read);
+        tcase_add_root_test(tc, test_large_write_split);
+        tcase_add_root_test(tc, test_names);
+        tcase_add_root_test(tc, test_nodeids_and_forget);
+        tcase_add_root_test(tc, test_handles_checked);
+        tcase_add_root_test(tc, test_readdir);
+        tcase_add_root_test(tc, test_readdir_continue_and_seek);
+        tcase_add_root_test(tc, test_dir_ops);
+        tcase_add_root_test(tc, test_setattr);
+        tcase_add_root_test(tc, test_misc_ops);
+        tcase_add_root_test(tc, test_xattr);
+        tcase_add_root_test(tc, test_write_kill_suidgid);
+        tcase_add_root_test(tc, test_xattr_disabled);
+        tcase_add_root_test(tc, test_escape_symlinks);
+        tcase_add_root_test(tc, test_escape_special_files);
+        tcase_add_root_test(tc, test_escape_rename_out);
+        tcase_add_root_test(tc, test_readonly);
+        tcase_add_root_test(tc, test_cache_policies);
+        tcase_add_root_test(tc, test_credentials);
+        tcase_add_root_test(tc, test_fd_budget);
+        tcase_add_root_test(tc, test_locks);
+        tcase_add_root_test(tc, test_locks_release);
+        tcase_add_root_test(tc, test_lock_fd_flush_race);
+        tcase_add_root_test(tc, test_setlkw_same_unique);
+        tcase_add_root_test(tc, test_setlkw_without_helper);
+        tcase_add_root_test(tc, test_concurrent);
+        tcase_add_root_test(tc, test_init_features);
+        tcase_add_root_test(tc, test_submounts);
+        tcase_add_root_test(tc, test_security_ctx);
+        tcase_add_root_test(tc, test_security_ctx_malformed);
+        tcase_add_root_test(tc, test_posix_acl);
         suite_add_tcase(s, tc);
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(suite());
-        int failed;
-
-        if (geteuid() != 0) {
-                fprintf(stderr, "test-fuse-server needs root (credential switching, chown, mknod)\n");
-                return 77;
-        }
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+TEST_MAIN_SUITE(suite)

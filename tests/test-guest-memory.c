@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "guest-memory.h"
+#include "test-main.h"
 
 static int make_memfd(size_t size) {
         int fd = memfd_create("test-guest", MFD_CLOEXEC);
@@ -168,8 +169,6 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("guest-memory");
         TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(tc, test_region_checks);
         tcase_add_test(tc, test_translate_two_regions);
@@ -177,9 +176,5 @@ int main(void) {
         tcase_add_test(tc, test_truncated_file_survived);
         tcase_add_test(tc, test_other_sigbus_still_fatal);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return test_main_run(s);
 }

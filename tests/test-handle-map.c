@@ -11,6 +11,7 @@
 #include "handle-map.h"
 #include "inode-map.h"
 #include "race.h"
+#include "test-main.h"
 
 static FdBudget budget = { .max = 100 };
 static InodeMap *im;
@@ -152,16 +153,10 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("handle-map");
         TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(tc, test_handles);
         tcase_add_test(tc, test_concurrent);
         tcase_set_timeout(tc, 60); /* the race test under TSan */
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

@@ -10,6 +10,7 @@
 
 #include "inode-map.h"
 #include "race.h"
+#include "test-main.h"
 
 static char dir[] = "/tmp/test-inode-map-XXXXXX";
 static FdBudget budget;
@@ -288,8 +289,6 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("inode-map");
         TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_root);
@@ -301,9 +300,5 @@ int main(void) {
         tcase_add_test(tc, test_concurrent);
         tcase_set_timeout(tc, 60); /* the race test under TSan */
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

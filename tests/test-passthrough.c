@@ -2,7 +2,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fuse.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "passthrough.h"
+#include "test-main.h"
 
 static char dir[] = "/tmp/test-passthrough-XXXXXX";
 static Passthrough *pt;
@@ -112,7 +112,7 @@ END_TEST
 /* Issue 13 item 10: set-id bits the guest asks for are dropped by default, on every path that
  * sets a mode; a directory keeps set-group-id (inheritance only). */
 START_TEST(test_guest_setid_dropped) {
-        FsSetattr sa = { .valid = FATTR_MODE, .mode = 06755 };
+        FsSetattr sa = { .valid = FS_SET_MODE, .mode = 06755 };
         FsEntry e;
         uint64_t fh;
         struct stat st;
@@ -140,7 +140,7 @@ START_TEST(test_killpriv) {
         uint64_t fh;
         struct iovec w = { "x", 1 };
         struct stat st;
-        FsSetattr sa = { .valid = FATTR_MODE, .mode = 06755 };
+        FsSetattr sa = { .valid = FS_SET_MODE, .mode = 06755 };
 
         restart_privileged(); /* set-id files to kill the bits of */
         ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "s", 0755, O_RDWR, false, &e, &fh), 0);
@@ -157,11 +157,11 @@ START_TEST(test_killpriv) {
         /* setattr KILL_SUIDGID with a truncate; sgid without group exec stays (mandatory-lock marker) */
         sa.mode = 06745;
         ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
-        sa = (FsSetattr) { .valid = FATTR_SIZE | FATTR_KILL_SUIDGID, .size = 0 };
+        sa = (FsSetattr){ .valid = FS_SET_SIZE | FS_SET_KILL_SUIDGID, .size = 0 };
         ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
         ck_assert_uint_eq(st.st_mode & 07777, 02745);
         /* open with O_TRUNC and kill_priv */
-        sa = (FsSetattr) { .valid = FATTR_MODE, .mode = 04755 };
+        sa = (FsSetattr){ .valid = FS_SET_MODE, .mode = 04755 };
         ck_assert_int_eq(ops->setattr(pt, &root_ctx, e.nodeid, &sa, &st), 0);
         ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
         ck_assert_int_eq(ops->open(pt, &root_ctx, e.nodeid, O_WRONLY | O_TRUNC, true, &fh), 0);
@@ -394,28 +394,18 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("passthrough");
         TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
 
-        if (geteuid() != 0) {
-                fprintf(stderr, "test-passthrough needs root\n");
-                return 77;
-        }
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_lifecycle_counts);
         tcase_add_test(tc, test_writeback_flags);
-        tcase_add_test(tc, test_guest_setid_dropped);
-        tcase_add_test(tc, test_killpriv);
+        tcase_add_root_test(tc, test_guest_setid_dropped);
+        tcase_add_root_test(tc, test_killpriv);
         tcase_add_test(tc, test_open_type_checks);
         tcase_add_test(tc, test_budget_enfile);
-        tcase_add_test(tc, test_symlink_and_mknod_as_caller);
-        tcase_add_test(tc, test_xattr_without_proc_path);
-        tcase_add_test(tc, test_security_labels);
-        tcase_add_test(tc, test_submount_entries);
+        tcase_add_root_test(tc, test_symlink_and_mknod_as_caller);
+        tcase_add_root_test(tc, test_xattr_without_proc_path);
+        tcase_add_root_test(tc, test_security_labels);
+        tcase_add_root_test(tc, test_submount_entries);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return test_main_run(s);
 }

@@ -24,6 +24,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 #define BIT(c) (UINT64_C(1) << (c))
 #define DEFAULT_CAPS                                                                                     \
@@ -568,17 +569,10 @@ static void sanitizer_env(void) {
 }
 
 int main(void) {
-        SRunner *sr;
-        int failed;
-
         if (geteuid() != 0) {
                 fprintf(stderr, "test-sandbox needs root (namespaces, identity switching)\n");
                 return 77;
         }
         sanitizer_env();
-        sr = srunner_create(sandbox_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? 0 : 1;
+        return test_main_run(sandbox_suite());
 }

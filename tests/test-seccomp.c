@@ -19,6 +19,7 @@
 
 #include "seccomp-filter.h"
 #include "util.h"
+#include "test-main.h"
 
 typedef void (*Action)(void);
 
@@ -253,13 +254,6 @@ static Suite *seccomp_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(seccomp_suite());
-        int failed;
-
         /* The forks are the test's own: Check's fork mode would only add another level. */
-        srunner_set_fork_status(sr, CK_NOFORK);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? 0 : 1;
+        return test_main_run_mode(seccomp_suite(), CK_NOFORK);
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "stats.h"
+#include "test-main.h"
 
 static uint64_t now_ns(void) {
         struct timespec ts;
@@ -360,11 +361,4 @@ static Suite *stats_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(stats_suite());
-        int failed;
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+TEST_MAIN_SUITE(stats_suite)

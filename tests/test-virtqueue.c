@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include "virtqueue.h"
+#include "test-main.h"
 
 #define NUM 16
 #define UADDR 0x7f0000000000ULL
@@ -384,8 +385,6 @@ END_TEST
 int main(void) {
         Suite *s = suite_create("virtqueue");
         TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_pop_direct_chain);
@@ -410,9 +409,5 @@ int main(void) {
         tcase_add_test(tc, test_no_interrupt_flag);
         tcase_add_test(tc, test_index_wrap);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return test_main_run(s);
 }

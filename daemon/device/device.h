@@ -22,8 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chain.h"
 #include "executor.h"
-#include "fuse-server.h"
 #include "guest-memory.h"
 #include "vhost-user.h"
 #include "virtqueue.h"
@@ -34,6 +34,32 @@
 
 typedef struct Device Device;
 typedef struct Stats Stats; /* stats.h includes this header */
+
+/* What one request was, for statistics: filled in by the request handler. */
+typedef struct RequestInfo {
+        uint32_t opcode; /* as sent; may be an unknown value */
+        int error;       /* 0 or negative errno of the reply */
+        uint64_t bytes;  /* payload bytes read or written, else 0 */
+        bool replied;    /* false when the request has no reply */
+} RequestInfo;
+
+/* What the device runs its requests through, handed in by whoever composes the daemon: the device
+ * moves chains, and reads only the request header (to route it, executor.h); it knows nothing
+ * of the server that answers. */
+typedef struct RequestHandler {
+        /* Handles one request: h = the header the device copied out of guest memory and routed by
+         * (only it counts, the guest may have changed its copy since) and in = the readable bytes
+         * after it; or h = NULL for a chain shorter than a header, in = all of it. out = the
+         * writable bytes. may_wait: this thread may block for as long as a lock is held (a helper
+         * thread). Returns the bytes written into out (the used length; 0 = no reply) and never
+         * fails. Called from several threads at once (queue threads, pool workers, helpers). */
+        uint32_t (*process)(void *data, const struct fuse_in_header *h, ChainIter *in, ChainIter *out, bool may_wait,
+                            RequestInfo *info);
+        /* Ends every blocking wait in progress with an error reply: a queue that must stop cannot
+         * wait for the guest. NULL when no request ever blocks. */
+        void (*cancel_waits)(void *data);
+        void *data;
+} RequestHandler;
 
 typedef struct Queue {
         Device *dev;
@@ -73,7 +99,7 @@ typedef struct Queue {
 } Queue;
 
 struct Device {
-        FuseServer *fs;
+        RequestHandler handler;
         unsigned n_queues; /* hiprio + request queues */
         Queue queues[DEVICE_MAX_QUEUES];
 
@@ -100,7 +126,8 @@ unsigned device_get_poll_us(Device *d);
 /* Busy-poll windows, all request queues together, that ended with requests found (since start). */
 uint64_t device_poll_hits(Device *d);
 
-int device_new(Device **ret, FuseServer *fs, unsigned n_request_queues);
+/* handler is copied; what its data points to must outlive the device. */
+int device_new(Device **ret, const RequestHandler *handler, unsigned n_request_queues);
 Device *device_free(Device *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Device *, device_free);
 
@@ -127,6 +154,9 @@ int device_set_vring_kick(Device *d, unsigned idx, int fd);
 int device_set_vring_call(Device *d, unsigned idx, int fd);
 int device_set_vring_err(Device *d, unsigned idx, int fd);
 int device_set_vring_enable(Device *d, unsigned idx, bool enable);
+
+/* The device as the backend of vhost-user messages (vhost_user_handle(&device_vhost_ops, d, ...)). */
+extern const VhostUserBackendOps device_vhost_ops;
 
 /* Stops every queue and forgets memory and ring state (frontend gone or RESET_OWNER). */
 void device_reset(Device *d);

@@ -195,21 +195,6 @@ static inline uint64_t counter_get(const uint64_t *c) {
         return __atomic_load_n(c, __ATOMIC_RELAXED);
 }
 
-unsigned stats_hist_bucket(uint64_t latency_us) {
-        unsigned b;
-
-        if (latency_us <= 1)
-                return 0;
-        b = 64 - (unsigned) __builtin_clzll(latency_us - 1); /* ceil(log2(latency_us)) */
-        return MIN(b, STATS_HIST_BUCKETS - 1);
-}
-
-uint64_t stats_hist_bucket_upper_us(unsigned b) {
-        if (b >= STATS_HIST_BUCKETS - 1)
-                return UINT64_MAX;
-        return 1ULL << b;
-}
-
 void stats_begin(Stats *s) {
         StatsShard *sh = shard_get(s);
 

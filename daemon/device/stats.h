@@ -4,10 +4,7 @@
 #include <stdint.h>
 
 #include "device.h"
-
-/* Latency histogram: log2 buckets of µs. Bucket 0 holds [0, 1] µs, bucket b (1 ≤ b < 23) holds
- * (2^(b-1), 2^b] µs, and the last bucket everything above 2^22 µs (~4.2 s). */
-#define STATS_HIST_BUCKETS 24
+#include "stats-histogram.h" /* the bucket layout: STATS_HIST_BUCKETS, stats_hist_bucket() */
 #define STATS_MAX_OPCODE 64 /* FUSE opcodes below this get their own row; others count as opcode 0 */
 
 typedef struct StatsCounters {
@@ -37,11 +34,6 @@ void stats_record(Stats *s, unsigned queue, uint32_t opcode, int error, uint64_t
 /* Sums every thread's counters (relaxed: a snapshot may be a few requests behind). */
 void stats_snapshot(Stats *s, StatsSnapshot *ret);
 void stats_reset(Stats *s);
-
-/* Histogram helpers for readers (percentiles in fsctl, the D-Bus layer). */
-unsigned stats_hist_bucket(uint64_t latency_us);
-/* Upper edge of bucket b in µs; UINT64_MAX for the last (open) bucket. */
-uint64_t stats_hist_bucket_upper_us(unsigned b);
 
 /* Number of per-thread counter sets allocated (threads that ever recorded, minus reuse after
  * thread exit). For tests and diagnostics. */

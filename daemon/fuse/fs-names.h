@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fs-ops.h" /* fs_name_is_dot_or_dotdot() */
+
 /* Takes one NUL-terminated string from the front of the buffer *p of *left bytes and advances past
  * its NUL. -EINVAL when no NUL lies inside the buffer. *ret_len excludes the NUL. */
 int fs_string_take(const char **p, size_t *left, const char **ret, size_t *ret_len);
@@ -19,7 +21,3 @@ int fs_symlink_target_validate(const char *target, size_t len);
 
 /* An extended-attribute name: -ERANGE when empty or longer than XATTR_NAME_MAX (as the kernel). */
 int fs_xattr_name_validate(const char *name, size_t len);
-
-static inline bool fs_name_is_dot_or_dotdot(const char *name) {
-        return name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0));
-}

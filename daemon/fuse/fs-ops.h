@@ -6,10 +6,10 @@
  * reply. Operations are called from several threads at once and must be thread-safe.
  *
  * Contract:
- * - Nodeids are integers issued by the filesystem, never pointers; 1 is the root (FUSE_ROOT_ID),
- *   0 is never a valid node. A nodeid is never reused within the life of the filesystem object.
+ * - Nodeids are integers issued by the filesystem, never pointers; FS_ROOT_ID is the root, 0 is
+ *   never a valid node. A nodeid is never reused within the life of the filesystem object.
  * - Every operation that fills an FsEntry with nodeid != 0 (lookup, mknod, mkdir, symlink, link,
- *   create, and each READDIRPLUS entry added to an FsDirBuf) counts one guest lookup of that node.
+ *   create, and each READDIRPLUS entry added through an FsDirFiller) counts one guest lookup of that node.
  *   forget() subtracts (saturating at 0); at 0 the nodeid becomes invalid (operations answer -EBADF
  *   for a nodeid they do not know) and the host handle is dropped. The root is never dropped.
  *   If the server cannot deliver an entry it obtained, it must forget it again (nlookup 1).
@@ -25,6 +25,10 @@
  *   guest leaves the mode unmasked when FUSE_POSIX_ACL and FUSE_DONT_MASK are on). Other operations
  *   run with the daemon's identity; the guest kernel enforces permissions (default_permissions).
  * - When the fd budget is spent, operations that would hold another fd answer -ENFILE.
+ *
+ * The interface speaks its own types: attribute masks (FS_SET_*), the root id, directory fillers.
+ * The FUSE server translates the wire protocol into them, so an implementation never includes
+ * linux/fuse.h and the server can be tested against any implementation (tests use a fake one).
  */
 #pragma once
 
@@ -70,11 +74,31 @@ typedef struct FsEntry {
 } FsEntry;
 
 #define FS_NO_FH UINT64_MAX
+/* The root directory's nodeid: it exists from the start and is never forgotten. */
+#define FS_ROOT_ID UINT64_C(1)
 
-/* SETATTR: valid holds FATTR_* bits of linux/fuse.h. */
+/* "." or "..": names a directory listing carries but that name no node of their own. */
+static inline bool fs_name_is_dot_or_dotdot(const char *name) {
+        return name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0));
+}
+
+/* What a SETATTR changes (FsSetattr.valid). */
+enum {
+        FS_SET_MODE = 1u << 0,
+        FS_SET_UID = 1u << 1,
+        FS_SET_GID = 1u << 2,
+        FS_SET_SIZE = 1u << 3,
+        FS_SET_ATIME = 1u << 4, /* to atime */
+        FS_SET_MTIME = 1u << 5, /* to mtime */
+        FS_SET_ATIME_NOW = 1u << 6, /* to the current time (wins over FS_SET_ATIME) */
+        FS_SET_MTIME_NOW = 1u << 7,
+        FS_SET_FH = 1u << 8, /* through the open handle fh */
+        FS_SET_KILL_SUIDGID = 1u << 9, /* clear setuid/setgid (an unprivileged caller's truncate) */
+};
+
 typedef struct FsSetattr {
-        uint32_t valid;
-        uint64_t fh;         /* with FATTR_FH */
+        uint32_t valid; /* FS_SET_* */
+        uint64_t fh; /* with FS_SET_FH */
         mode_t mode;
         uid_t uid;
         gid_t gid;
@@ -89,16 +113,30 @@ typedef struct FsLock {
         uint32_t pid;
 } FsLock;
 
-/* Filled by readdir. The server owns it; the filesystem only calls these two. */
-typedef struct FsDirBuf FsDirBuf;
-/* Whether an entry with a name of namelen bytes still fits. */
-bool fs_dirbuf_fits(const FsDirBuf *b, size_t namelen);
-/* Adds one entry: ino/type (DT_*) for READDIR; for READDIRPLUS entry (nodeid 0 allowed, counted as
- * a lookup otherwise). off = the cookie that continues after this entry. -ENOSPC when it does not
- * fit (nothing added: the caller must then forget a node it looked up for it). */
-int fs_dirbuf_add(FsDirBuf *b, const char *name, size_t namelen, uint64_t ino, unsigned type, uint64_t off,
-                  const FsEntry *entry);
-bool fs_dirbuf_plus(const FsDirBuf *b);
+/* How readdir hands entries back: the caller (the FUSE server) passes one in and owns what is
+ * behind data; the filesystem only calls fits and add, never anything of the caller's by name. */
+typedef struct FsDirFiller {
+        /* The caller wants an FsEntry (attributes and a looked-up node) with every name. */
+        bool plus;
+        /* Whether an entry with a name of namelen bytes still fits. */
+        bool (*fits)(void *data, size_t namelen);
+        /* Adds one entry: ino/type (DT_*) always; with plus, entry (nodeid 0 allowed, counted as a
+         * lookup otherwise). off = the cookie that continues after this entry. -ENOSPC when it
+         * does not fit (nothing added: the filesystem must then forget a node it looked up for
+         * it); -EINVAL for a name the caller cannot carry (skipped). */
+        int (*add)(void *data, const char *name, size_t namelen, uint64_t ino, unsigned type, uint64_t off,
+                   const FsEntry *entry);
+        void *data;
+} FsDirFiller;
+
+static inline bool fs_dir_fits(const FsDirFiller *f, size_t namelen) {
+        return f->fits(f->data, namelen);
+}
+
+static inline int fs_dir_add(const FsDirFiller *f, const char *name, size_t namelen, uint64_t ino, unsigned type,
+                             uint64_t off, const FsEntry *entry) {
+        return f->add(f->data, name, namelen, ino, type, off, entry);
+}
 
 typedef struct FsOps {
         /* A new session (INIT, DESTROY, reset): forget every node but the root, drop every handle;
@@ -146,7 +184,7 @@ typedef struct FsOps {
         int (*fsync)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool datasync);
 
         int (*opendir)(void *fs, const FsCtx *c, uint64_t nodeid, int flags, uint64_t *ret_fh);
-        int (*readdir)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, FsDirBuf *buf);
+        int (*readdir)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, const FsDirFiller *fill);
         int (*releasedir)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh);
         int (*fsyncdir)(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool datasync);
 

@@ -21,7 +21,6 @@
 #include "fs-names.h"
 #include "fs-ops.h"
 #include "log.h"
-#include "passthrough.h"
 
 #define FUSE_SERVER_MINOR 38      /* the protocol minor we implement (Debian 12's linux/fuse.h) */
 #define FUSE_SERVER_MIN_MINOR 31  /* older guests are refused, as the C virtiofsd does */
@@ -35,6 +34,9 @@
  * a value of XATTR_SIZE_MAX, plus room for small extensions (supplementary groups). */
 #define FUSE_EXT_MAX (XATTR_SIZE_MAX + XATTR_NAME_MAX + 1 + 4096)
 
+/* The guest addresses the root as FUSE_ROOT_ID; the filesystem issues it as FS_ROOT_ID. */
+_Static_assert(FS_ROOT_ID == FUSE_ROOT_ID, "the interface's root id is FUSE's");
+
 /* A blocking request the guest may cancel with INTERRUPT. */
 typedef struct Waiter {
         uint64_t unique;
@@ -43,10 +45,9 @@ typedef struct Waiter {
 
 struct FuseServer {
         FsOptions opts;
-        char *shared_dir;
+        /* The filesystem, handed in by whoever composes the daemon; not owned. */
         const FsOps *ops;
         void *fs;
-        Passthrough *pt;
 
         _Atomic int cache;        /* CachePolicy, switchable at run time */
         _Atomic bool initialized; /* INIT answered and no DESTROY since */
@@ -214,31 +215,29 @@ static int single_name(Req *r, size_t skip, const char **ret, bool allow_dots) {
  * fixed struct can be used in place. */
 #define ARG(r, type) ((const type *) (r)->arg)
 
-/* ---- directory buffers (fs-ops.h) ---- */
+/* ---- directory buffers: the FsDirFiller behind readdir (fs-ops.h) ---- */
 
-struct FsDirBuf {
+typedef struct DirBuf {
         FuseServer *s;
         ChainIter *out;
         size_t left;
         size_t used;
         bool plus;
-};
+} DirBuf;
 
-static size_t dirent_size(const FsDirBuf *b, size_t namelen) {
+static size_t dirent_size(const DirBuf *b, size_t namelen) {
         return b->plus ? FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + namelen)
                        : FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + namelen);
 }
 
-bool fs_dirbuf_fits(const FsDirBuf *b, size_t namelen) {
+static bool dirbuf_fits(void *data, size_t namelen) {
+        const DirBuf *b = data;
         return dirent_size(b, namelen) <= b->left;
 }
 
-bool fs_dirbuf_plus(const FsDirBuf *b) {
-        return b->plus;
-}
-
-int fs_dirbuf_add(FsDirBuf *b, const char *name, size_t namelen, uint64_t ino, unsigned type, uint64_t off,
-                  const FsEntry *entry) {
+static int dirbuf_add(void *data, const char *name, size_t namelen, uint64_t ino, unsigned type, uint64_t off,
+                      const FsEntry *entry) {
+        DirBuf *b = data;
         char rec[FUSE_NAME_OFFSET_DIRENTPLUS + NAME_MAX + 8] = { 0 };
         size_t size = dirent_size(b, namelen);
         struct fuse_dirent *d;
@@ -419,17 +418,43 @@ static int do_getattr(Req *r) {
         return reply_attr(r, &st);
 }
 
+/* SETATTR's wire bits and what they mean to the filesystem interface. FATTR_LOCKOWNER (only
+ * informs) and FATTR_CTIME (the host sets ctime itself) have no counterpart. */
+static const struct {
+        uint32_t fattr;
+        uint32_t fs;
+} setattr_bits[] = {
+        { FATTR_MODE, FS_SET_MODE },
+        { FATTR_UID, FS_SET_UID },
+        { FATTR_GID, FS_SET_GID },
+        { FATTR_SIZE, FS_SET_SIZE },
+        { FATTR_ATIME, FS_SET_ATIME },
+        { FATTR_MTIME, FS_SET_MTIME },
+        { FATTR_ATIME_NOW, FS_SET_ATIME_NOW },
+        { FATTR_MTIME_NOW, FS_SET_MTIME_NOW },
+        { FATTR_FH, FS_SET_FH },
+        { FATTR_KILL_SUIDGID, FS_SET_KILL_SUIDGID },
+};
+
+static uint32_t setattr_valid_to_fs(uint32_t valid) {
+        uint32_t v = 0;
+        for (size_t i = 0; i < ELEMENTSOF(setattr_bits); i++)
+                if (valid & setattr_bits[i].fattr)
+                        v |= setattr_bits[i].fs;
+        return v;
+}
+
 static int do_setattr(Req *r) {
         const struct fuse_setattr_in *a = ARG(r, struct fuse_setattr_in);
         FsSetattr sa = {
-                .valid = a->valid,
+                .valid = setattr_valid_to_fs(a->valid),
                 .fh = a->fh,
                 .mode = a->mode,
                 .uid = a->uid,
                 .gid = a->gid,
                 .size = a->size,
-                .atime = { (time_t) a->atime, a->atimensec },
-                .mtime = { (time_t) a->mtime, a->mtimensec },
+                .atime = { (time_t)a->atime, a->atimensec },
+                .mtime = { (time_t)a->mtime, a->mtimensec },
         };
         struct stat st;
         int k;
@@ -441,7 +466,7 @@ static int do_setattr(Req *r) {
             ((a->valid & FATTR_MTIME) && a->mtimensec >= 1000000000))
                 return -EINVAL;
         if (!negotiated(r, FUSE_HANDLE_KILLPRIV_V2))
-                sa.valid &= ~FATTR_KILL_SUIDGID;
+                sa.valid &= ~(uint32_t)FS_SET_KILL_SUIDGID;
         k = r->s->ops->setattr(r->s->fs, &r->ctx, r->in.nodeid, &sa, &st);
         if (k < 0)
                 return k;
@@ -834,13 +859,14 @@ static int do_opendir(Req *r) {
 
 static int readdir_common(Req *r, bool plus) {
         const struct fuse_read_in *ri = ARG(r, struct fuse_read_in);
-        FsDirBuf b = { .s = r->s, .out = r->out, .plus = plus };
+        DirBuf b = { .s = r->s, .out = r->out, .plus = plus };
+        const FsDirFiller fill = { .plus = plus, .fits = dirbuf_fits, .add = dirbuf_add, .data = &b };
         int k;
 
         /* Never more than the guest asked for, nor than the reply can hold. */
         b.left = MIN((size_t) ri->size, chain_left(r->out));
         b.left = MIN(b.left, (size_t) FUSE_MAX_WRITE);
-        k = r->s->ops->readdir(r->s->fs, &r->ctx, r->in.nodeid, ri->fh, ri->offset, &b);
+        k = r->s->ops->readdir(r->s->fs, &r->ctx, r->in.nodeid, ri->fh, ri->offset, &fill);
         if (k < 0)
                 return k;
         r->out_len += b.used;
@@ -1292,11 +1318,10 @@ reply:
 
 /* ---- lifecycle ---- */
 
-int fuse_server_new(FuseServer **ret, const FsOptions *opts) {
+int fuse_server_new(FuseServer **ret, const FsOptions *opts, const FsOps *ops, void *fs) {
         FuseServer *s;
-        int r;
 
-        if (opts->cache < 0 || opts->cache >= _CACHE_MAX)
+        if (opts->cache < 0 || opts->cache >= _CACHE_MAX || !ops)
                 return -EINVAL;
         s = calloc(1, sizeof *s);
         if (!s)
@@ -1305,20 +1330,10 @@ int fuse_server_new(FuseServer **ret, const FsOptions *opts) {
         pthread_mutex_init(&s->waiters_lock, NULL);
         s->waiters = g_hash_table_new(g_int64_hash, g_int64_equal);
         s->opts = *opts;
-        s->shared_dir = opts->shared_dir ? strdup(opts->shared_dir) : NULL;
-        if (opts->shared_dir && !s->shared_dir) {
-                fuse_server_free(s);
-                return -ENOMEM;
-        }
-        s->opts.shared_dir = s->shared_dir;
+        s->opts.shared_dir = NULL; /* the filesystem's business, and not ours to keep pointing at */
         atomic_store(&s->cache, opts->cache);
-        r = passthrough_new(&s->pt, &s->opts);
-        if (r < 0) {
-                fuse_server_free(s);
-                return r;
-        }
-        s->ops = &passthrough_ops;
-        s->fs = s->pt;
+        s->ops = ops;
+        s->fs = fs;
         *ret = s;
         return 0;
 }
@@ -1326,12 +1341,10 @@ int fuse_server_new(FuseServer **ret, const FsOptions *opts) {
 FuseServer *fuse_server_free(FuseServer *s) {
         if (!s)
                 return NULL;
-        passthrough_free(s->pt);
         if (s->waiters)
                 g_hash_table_destroy(s->waiters);
         pthread_mutex_destroy(&s->waiters_lock);
         pthread_mutex_destroy(&s->session_lock);
-        free(s->shared_dir);
         free(s);
         return NULL;
 }

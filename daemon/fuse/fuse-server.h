@@ -10,6 +10,7 @@
 #include <linux/fuse.h>
 
 #include "chain.h"
+#include "fs-ops.h"
 #include "fs-options.h"
 
 typedef struct FuseServer FuseServer;
@@ -22,7 +23,9 @@ typedef struct FuseReqInfo {
         bool replied;    /* false for FORGET, BATCH_FORGET, INTERRUPT, undecodable requests */
 } FuseReqInfo;
 
-int fuse_server_new(FuseServer **ret, const FsOptions *opts);
+/* Serves the filesystem fs through ops (fs-ops.h). The server does not own fs: whoever made it
+ * frees it after fuse_server_free(). opts->shared_dir is not used (nor kept). */
+int fuse_server_new(FuseServer **ret, const FsOptions *opts, const FsOps *ops, void *fs);
 FuseServer *fuse_server_free(FuseServer *s);
 
 /* Handles one request: in = the device-readable bytes of the chain, out = the device-writable ones.

@@ -1,7 +1,8 @@
-/* fd-budget.c: RLIMIT_NOFILE raising and the default fd budget. */
+/* fd-budget.c: opens that charge the fd budget, RLIMIT_NOFILE raising and the default budget. */
 #include "fd-budget.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/resource.h>
 
@@ -9,6 +10,27 @@
 
 #define FD_RESERVE_DAEMON 256     /* fds the daemon itself may need besides guest-held ones */
 #define FD_RESERVE_HOST 16384     /* file-max headroom left to the rest of the host */
+
+int fd_budget_openat(FdBudget *b, int dirfd, const char *path, int flags, mode_t mode) {
+        int fd;
+
+        if (!fd_budget_take(b))
+                return -ENFILE;
+        fd = openat(dirfd, path, flags, mode);
+        if (fd < 0) {
+                fd = negative_errno();
+                fd_budget_release(b);
+        }
+        return fd;
+}
+
+int fd_budget_close(FdBudget *b, int fd) {
+        if (fd < 0)
+                return -1;
+        safe_close(fd);
+        fd_budget_release(b);
+        return -1;
+}
 
 static int read_u64_file(const char *path, uint64_t *ret) {
         FILE *f = fopen(path, "re");

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef struct FdBudget {
         _Atomic uint64_t used;
@@ -23,6 +24,14 @@ static inline bool fd_budget_take(FdBudget *b) {
 static inline void fd_budget_release(FdBudget *b) {
         atomic_fetch_sub(&b->used, 1);
 }
+
+/* The pair for every fd the daemon opens on a guest's behalf: fd_budget_openat() opens as openat()
+ * does with one fd charged to the budget and returns the fd, -ENFILE when the budget is spent, or
+ * openat's negative errno (nothing charged then); fd_budget_close() closes such an fd and gives its
+ * charge back, and returns -1 (fd = fd_budget_close(b, fd)). fd_budget_take()/_release() remain for
+ * charging an fd that was opened elsewhere (the share root). */
+int fd_budget_openat(FdBudget *b, int dirfd, const char *path, int flags, mode_t mode);
+int fd_budget_close(FdBudget *b, int fd);
 
 /* Raises RLIMIT_NOFILE towards want (0 = 1,000,000) but never above the kernel's nr_open nor
  * file-max minus a reserve left to the rest of the host (CVE-2020-10717). Returns the resulting

@@ -56,8 +56,7 @@ uint64_t handle_map_dir_drops(HandleMap *m) {
 }
 
 static void handle_destroy(Handle *h) {
-        safe_close(h->fd);
-        fd_budget_release(h->map->budget);
+        fd_budget_close(h->map->budget, h->fd);
         dir_stream_done(&h->stream);
         pthread_mutex_destroy(&h->dir_lock);
         inode_unref(h->inode);
@@ -88,8 +87,7 @@ int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint
         Handle *h = calloc(1, sizeof *h);
 
         if (!h) {
-                safe_close(fd);
-                fd_budget_release(m->budget);
+                fd_budget_close(m->budget, fd);
                 return -ENOMEM;
         }
         h->map = m;

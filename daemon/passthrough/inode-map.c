@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fuse.h>
 #include <string.h>
 /* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
 #include "util.h"
@@ -11,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/sysmacros.h>
 
+#include "fs-ops.h" /* FS_ROOT_ID */
 
 typedef struct InodeShard {
         /* Guards both tables of the shard and nlookup/linked of the inodes in it. A lookup must
@@ -87,8 +87,7 @@ static void inode_destroy(Inode *i) {
         if (i->plocks)
                 g_hash_table_destroy(i->plocks);
         pthread_mutex_destroy(&i->plock_mutex);
-        safe_close(i->fd);
-        fd_budget_release(i->map->budget);
+        fd_budget_close(i->map->budget, i->fd);
         free(i);
 }
 
@@ -149,7 +148,7 @@ int inode_map_set_root(InodeMap *m, int fd, const struct statx *stx) {
                 fd_budget_release(m->budget);
                 return -ENOMEM;
         }
-        i->nodeid = FUSE_ROOT_ID;
+        i->nodeid = FS_ROOT_ID;
         i->nlookup = 1;
         i->pinned = true;
         i->linked = true;
@@ -168,7 +167,7 @@ Inode *inode_map_get(InodeMap *m, uint64_t nodeid) {
         InodeShard *s;
         Inode *i;
 
-        if (nodeid == FUSE_ROOT_ID)
+        if (nodeid == FS_ROOT_ID)
                 return m->root ? inode_ref(m->root) : NULL;
         s = id_shard(m, nodeid);
         pthread_mutex_lock(&s->lock);
@@ -220,8 +219,7 @@ int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **r
         /* Allocate before taking the lock; thrown away if the inode is already known. */
         n = inode_alloc(m, fd, stx);
         if (!n) {
-                safe_close(fd);
-                fd_budget_release(m->budget);
+                fd_budget_close(m->budget, fd);
                 return -ENOMEM;
         }
         idx = n->shard;
@@ -250,8 +248,7 @@ int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **r
         if (n) {
                 pthread_mutex_destroy(&n->plock_mutex);
                 free(n);
-                safe_close(fd);
-                fd_budget_release(m->budget);
+                fd_budget_close(m->budget, fd);
         }
         *ret = i;
         return 0;

@@ -1,4 +1,4 @@
-/* passthrough-internal.h: the Passthrough state shared by passthrough.c and locks.c. */
+/* passthrough-internal.h: the Passthrough state shared by passthrough.c, locks.c and xattr.c. */
 #pragma once
 
 #include <stdatomic.h>
@@ -23,3 +23,9 @@ struct Passthrough {
 /* Re-opens an inode for I/O through /proc/self/fd (regular files and directories only). The
  * caller has taken one fd of the budget for the result. */
 int reopen_inode(Passthrough *p, Inode *i, int flags);
+
+struct statx;
+/* statx() of the fd itself, without following it and without automounting. */
+int statx_fd(int fd, struct statx *stx);
+/* The name of fd in /proc/self/fd (relative to Passthrough.proc_self_fd). */
+void proc_name(char buf[static 16], int fd);

@@ -23,16 +23,12 @@
 
 #include "credentials.h"
 #include "fd-budget.h"
-#include "fs-names.h"
 #include "dir-stream.h"
 #include "handle-map.h"
 #include "inode-map.h"
 #include "locks.h"
 #include "passthrough-internal.h"
-
-/* struct fuse_setattr_in valid bits, without pulling the whole protocol header in here. */
-#include <linux/fuse.h>
-
+#include "xattr.h"
 
 #define STATX_WANT (STATX_BASIC_STATS | STATX_MNT_ID)
 
@@ -45,7 +41,7 @@ static Inode *get_inode(Passthrough *p, uint64_t nodeid) {
         return inode_map_get(p->inodes, nodeid);
 }
 
-static int statx_fd(int fd, struct statx *stx) {
+int statx_fd(int fd, struct statx *stx) {
         if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT, STATX_WANT, stx) < 0)
                 return negative_errno();
         return 0;
@@ -78,7 +74,7 @@ static int stat_inode(Inode *i, struct stat *st) {
         return 0;
 }
 
-static void proc_name(char buf[static 16], int fd) {
+void proc_name(char buf[static 16], int fd) {
         snprintf(buf, 16, "%i", fd);
 }
 
@@ -100,6 +96,18 @@ int reopen_inode(Passthrough *p, Inode *i, int flags) {
         fd = openat(p->proc_self_fd, name, flags | O_CLOEXEC);
         if (fd < 0)
                 return negative_errno();
+        return fd;
+}
+
+/* reopen_inode() with the fd charged to the budget (-ENFILE when spent); fd_budget_close() it. */
+static int open_inode(Passthrough *p, Inode *i, int flags) {
+        int fd;
+
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        fd = reopen_inode(p, i, flags);
+        if (fd < 0)
+                fd_budget_release(&p->budget);
         return fd;
 }
 
@@ -178,8 +186,7 @@ static int entry_from_fd(Passthrough *p, int fd, const Inode *dir, FsEntry *e) {
 
         r = statx_fd(fd, &stx);
         if (r < 0) {
-                safe_close(fd);
-                fd_budget_release(&p->budget);
+                fd_budget_close(&p->budget, fd);
                 return r;
         }
         r = inode_map_add_lookup(p->inodes, fd, &stx, &i);
@@ -210,13 +217,9 @@ static int lookup_child(Passthrough *p, Inode *dir, const char *name, FsEntry *e
                 return 0;
         }
 
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-                fd_budget_release(&p->budget);
-                return negative_errno();
-        }
+        fd = fd_budget_openat(&p->budget, dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+        if (fd < 0)
+                return fd;
         return entry_from_fd(p, fd, dir, e);
 }
 
@@ -360,13 +363,9 @@ static int pt_lookup(void *fs, const FsCtx *c, uint64_t parent, const char *name
         if (strcmp(name, ".") == 0 || (dir->pinned && strcmp(name, "..") == 0))
                 return entry_again(dir, ret);
         if (strcmp(name, "..") == 0) {
-                if (!fd_budget_take(&p->budget))
-                        return -ENFILE;
-                fd = openat(dir->fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0) {
-                        fd_budget_release(&p->budget);
-                        return negative_errno();
-                }
+                fd = fd_budget_openat(&p->budget, dir->fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+                if (fd < 0)
+                        return fd;
                 /* No submount check: the parent of a mount root is not a submount of it. */
                 return entry_from_fd(p, fd, NULL, ret);
         }
@@ -403,14 +402,14 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
 
         if (!i)
                 return -EBADF;
-        if (a->valid & FATTR_FH) {
+        if (a->valid & FS_SET_FH) {
                 r = handle_map_get(p->handles, a->fh, nodeid, 0, &h);
                 if (r < 0)
                         return r;
         }
         proc_name(name, i->fd);
 
-        if (a->valid & FATTR_MODE) {
+        if (a->valid & FS_SET_MODE) {
                 mode_t mode = guest_mode(p, a->mode & 07777, i->type == S_IFDIR);
                 if (h)
                         r = fchmod(h->fd, mode);
@@ -421,15 +420,15 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 if (r < 0)
                         return negative_errno();
         }
-        if (a->valid & (FATTR_UID | FATTR_GID)) {
-                uid_t uid = (a->valid & FATTR_UID) ? a->uid : (uid_t) -1;
-                gid_t gid = (a->valid & FATTR_GID) ? a->gid : (gid_t) -1;
+        if (a->valid & (FS_SET_UID | FS_SET_GID)) {
+                uid_t uid = (a->valid & FS_SET_UID) ? a->uid : (uid_t)-1;
+                gid_t gid = (a->valid & FS_SET_GID) ? a->gid : (gid_t)-1;
                 /* The host kernel clears setuid/setgid on chown of a non-directory, as the guest's
                  * would (killpriv on chown). */
                 if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
                         return negative_errno();
         }
-        if (a->valid & FATTR_SIZE) {
+        if (a->valid & FS_SET_SIZE) {
                 if (a->size > INT64_MAX)
                         return -EFBIG;
                 if (h)
@@ -440,35 +439,30 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                         r = -EINVAL;
                 else {
                         _cleanup_close_ int fd = -1;
-                        if (!fd_budget_take(&p->budget))
-                                return -ENFILE;
-                        fd = reopen_inode(p, i, O_WRONLY);
-                        if (fd < 0) {
-                                fd_budget_release(&p->budget);
+                        fd = open_inode(p, i, O_WRONLY);
+                        if (fd < 0)
                                 return fd;
-                        }
                         r = ftruncate(fd, (off_t) a->size) < 0 ? negative_errno() : 0;
-                        fd = safe_close(fd);
-                        fd_budget_release(&p->budget);
+                        fd = fd_budget_close(&p->budget, fd);
                 }
                 if (r < 0)
                         return r;
         }
-        if ((a->valid & FATTR_KILL_SUIDGID) && !(a->valid & FATTR_MODE)) {
+        if ((a->valid & FS_SET_KILL_SUIDGID) && !(a->valid & FS_SET_MODE)) {
                 r = kill_suidgid(p, i, h ? h->fd : -1);
                 if (r < 0)
                         return r;
         }
-        if (a->valid & (FATTR_ATIME | FATTR_MTIME)) {
+        if (a->valid & (FS_SET_ATIME | FS_SET_MTIME)) {
                 struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
 
-                if (a->valid & FATTR_ATIME_NOW)
+                if (a->valid & FS_SET_ATIME_NOW)
                         ts[0].tv_nsec = UTIME_NOW;
-                else if (a->valid & FATTR_ATIME)
+                else if (a->valid & FS_SET_ATIME)
                         ts[0] = a->atime;
-                if (a->valid & FATTR_MTIME_NOW)
+                if (a->valid & FS_SET_MTIME_NOW)
                         ts[1].tv_nsec = UTIME_NOW;
-                else if (a->valid & FATTR_MTIME)
+                else if (a->valid & FS_SET_MTIME)
                         ts[1] = a->mtime;
                 if (h)
                         r = futimens(h->fd, ts);
@@ -477,7 +471,7 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 if (r < 0)
                         return negative_errno();
         }
-        /* FATTR_CTIME: the host sets ctime itself on every change above; it cannot be chosen. */
+        /* ctime: the host sets it itself on every change above; it cannot be chosen. */
         return stat_inode(i, ret);
 }
 
@@ -498,7 +492,6 @@ static int pt_readlink(void *fs, const FsCtx *c, uint64_t nodeid, char *buf, siz
         return (int) n;
 }
 
-static int set_labels(Passthrough *p, Inode *i, const FsCtx *c);
 
 /* Gives a just-created entry e (name in dir; NULL for an unnamed O_TMPFILE) the security labels of
  * the request. When that fails the entry goes again, as if the creation had failed: the guest's
@@ -511,7 +504,7 @@ static int label_new_entry(Passthrough *p, const FsCtx *c, Inode *dir, const cha
         if (c->n_labels == 0)
                 return 0;
         i = get_inode(p, e->nodeid);
-        r = i ? set_labels(p, i, c) : -EBADF;
+        r = i ? xattr_set_labels(p, i, c) : -EBADF;
         if (r >= 0)
                 return 0;
         inode_map_forget(p->inodes, e->nodeid, 1);
@@ -675,13 +668,9 @@ static int pt_open(void *fs, const FsCtx *c, uint64_t nodeid, int flags, bool ki
         if (i->type == S_IFDIR)
                 return -EISDIR;
         flags = host_open_flags(p, flags) & ~(O_DIRECTORY | O_EXCL);
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        fd = reopen_inode(p, i, flags);
-        if (fd < 0) {
-                fd_budget_release(&p->budget);
+        fd = open_inode(p, i, flags);
+        if (fd < 0)
                 return fd;
-        }
         if (kill_priv && (flags & O_TRUNC))
                 (void) kill_suidgid(p, i, fd);
         r = handle_map_add(p->handles, i, fd, flags, false, ret_fh);
@@ -696,32 +685,21 @@ static int register_open_file(Passthrough *p, int fd, int flags, FsEntry *ret, u
         int pfd, r;
 
         /* fd holds one budget fd already; the O_PATH twin needs a second one. */
-        if (!fd_budget_take(&p->budget)) {
-                safe_close(fd);
-                fd_budget_release(&p->budget);
-                return -ENFILE;
-        }
         proc_name(name, fd);
-        pfd = openat(p->proc_self_fd, name, O_PATH | O_CLOEXEC);
+        pfd = fd_budget_openat(&p->budget, p->proc_self_fd, name, O_PATH | O_CLOEXEC, 0);
         if (pfd < 0) {
-                r = negative_errno();
-                safe_close(fd);
-                fd_budget_release(&p->budget);
-                fd_budget_release(&p->budget);
-                return r;
+                fd_budget_close(&p->budget, fd);
+                return pfd;
         }
         r = statx_fd(pfd, &stx);
         if (r < 0) {
-                safe_close(pfd);
-                safe_close(fd);
-                fd_budget_release(&p->budget);
-                fd_budget_release(&p->budget);
+                fd_budget_close(&p->budget, pfd);
+                fd_budget_close(&p->budget, fd);
                 return r;
         }
         r = inode_map_add_lookup(p->inodes, pfd, &stx, &i);
         if (r < 0) {
-                safe_close(fd);
-                fd_budget_release(&p->budget);
+                fd_budget_close(&p->budget, fd);
                 return r;
         }
         r = handle_map_add(p->handles, i, fd, flags, false, ret_fh);
@@ -747,24 +725,19 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
         if ((mode & S_IFMT) && (mode & S_IFMT) != S_IFREG)
                 return -EINVAL;
         hflags = host_open_flags(p, flags) & ~O_DIRECTORY;
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
         r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
-        if (r < 0) {
-                fd_budget_release(&p->budget);
+        if (r < 0)
                 return r;
-        }
         /* O_EXCL first: an existing name is never opened by this call, so a FIFO or device node that
          * sits there (or a symlink) is never opened for I/O. */
-        fd = openat(dir->fd, name, hflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                    guest_mode(p, mode & 07777, false));
-        r = fd < 0 ? negative_errno() : 0;
+        fd = fd_budget_openat(&p->budget, dir->fd, name, hflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                              guest_mode(p, mode & 07777, false));
+        r = MIN(fd, 0);
         credentials_leave(&cr);
         if (r == -EEXIST && !(flags & O_EXCL)) {
                 /* Plain O_CREAT on an existing file: open what is there, with the type checks of
                  * OPEN. */
                 FsEntry e;
-                fd_budget_release(&p->budget);
                 r = lookup_child(p, dir, name, &e);
                 if (r < 0)
                         return r;
@@ -782,10 +755,8 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
                 *ret = e;
                 return 0;
         }
-        if (r < 0) {
-                fd_budget_release(&p->budget);
+        if (r < 0)
                 return r;
-        }
         r = register_open_file(p, fd, hflags, ret, ret_fh);
         if (r < 0)
                 return r;
@@ -808,21 +779,15 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
         hflags = host_open_flags(p, flags) & ~(O_DIRECTORY | O_EXCL | O_TRUNC | O_APPEND);
         if ((hflags & O_ACCMODE) == O_RDONLY)
                 return -EINVAL; /* O_TMPFILE needs write access, as the kernel says */
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
         r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
-        if (r < 0) {
-                fd_budget_release(&p->budget);
+        if (r < 0)
                 return r;
-        }
-        fd = openat(dir->fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL),
-                    guest_mode(p, mode & 07777, false));
-        r = fd < 0 ? negative_errno() : 0;
+        fd = fd_budget_openat(&p->budget, dir->fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL),
+                              guest_mode(p, mode & 07777, false));
+        r = MIN(fd, 0);
         credentials_leave(&cr);
-        if (r < 0) {
-                fd_budget_release(&p->budget);
+        if (r < 0)
                 return r;
-        }
         r = register_open_file(p, fd, hflags, ret, ret_fh);
         if (r < 0)
                 return r;
@@ -937,20 +902,16 @@ static int pt_opendir(void *fs, const FsCtx *c, uint64_t nodeid, int flags, uint
         r = get_dir(p, nodeid, &i);
         if (r < 0)
                 return r;
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        fd = reopen_inode(p, i, O_RDONLY | O_DIRECTORY);
-        if (fd < 0) {
-                fd_budget_release(&p->budget);
+        fd = open_inode(p, i, O_RDONLY | O_DIRECTORY);
+        if (fd < 0)
                 return fd;
-        }
         return handle_map_add(p->handles, i, fd, O_RDONLY | O_DIRECTORY, true, ret_fh);
 }
 
-static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, FsDirBuf *buf) {
+static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, const FsDirFiller *fill) {
         Passthrough *p = fs;
         _cleanup_(handle_unrefp) Handle *h = NULL;
-        bool plus = fs_dirbuf_plus(buf);
+        bool plus = fill->plus;
         unsigned added = 0;
         int r;
 
@@ -970,7 +931,7 @@ static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
                 if (r <= 0)
                         break;
                 namelen = strlen(d->d_name);
-                if (!fs_dirbuf_fits(buf, namelen))
+                if (!fs_dir_fits(fill, namelen))
                         break; /* stays buffered for the request that continues here */
                 if (plus) {
                         ep = &e;
@@ -989,7 +950,7 @@ static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
                                         e = (FsEntry) { .st.st_ino = d->d_ino, .st.st_mode = (mode_t) DTTOIF(d->d_type) };
                         }
                 }
-                r = fs_dirbuf_add(buf, d->d_name, namelen, d->d_ino, d->d_type, (uint64_t) d->d_off, ep);
+                r = fs_dir_add(fill, d->d_name, namelen, d->d_ino, d->d_type, (uint64_t) d->d_off, ep);
                 if (r < 0 && ep && ep->nodeid != 0)
                         inode_map_forget(p->inodes, ep->nodeid, 1);
                 if (r == -ENOSPC) {
@@ -1062,183 +1023,11 @@ static int pt_syncfs(void *fs, const FsCtx *c, uint64_t nodeid) {
                         return -EBADF;
         }
         /* syncfs() does not take O_PATH fds. */
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        fd = reopen_inode(p, i, O_RDONLY | (i->type == S_IFDIR ? O_DIRECTORY : 0));
-        if (fd < 0) {
-                fd_budget_release(&p->budget);
+        fd = open_inode(p, i, O_RDONLY | (i->type == S_IFDIR ? O_DIRECTORY : 0));
+        if (fd < 0)
                 return fd;
-        }
         int r = syncfs(fd) < 0 ? negative_errno() : 0;
-        fd = safe_close(fd);
-        fd_budget_release(&p->budget);
-        return r;
-}
-
-/* ---- xattrs ---- */
-
-/* Path-based xattr calls on the /proc/self/fd link: O_PATH fds refuse f*xattr(), and the link
- * names the inode itself (for a symlink: the symlink, which is what the guest means). The link is
- * named relative to proc_self_fd, never through "/proc": in the sandbox the root is the shared
- * directory, which has no /proc. So the calling thread changes its working directory; it gets an
- * fs_struct of its own first (a no-op when it has one already), so no other thread sees that. */
-/* The calling thread's working directory before xattr_enter(), restored by xattr_leave(): the
- * passthrough is a library too (tests, fuzzers) and must not leave a thread somewhere else. */
-static _Thread_local int xattr_saved_cwd = -1;
-
-static int xattr_enter(Passthrough *p, Inode *i, char buf[static 16]) {
-        if (unshare(CLONE_FS) < 0)
-                return negative_errno();
-        xattr_saved_cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fchdir(p->proc_self_fd) < 0) {
-                int r = negative_errno();
-                xattr_saved_cwd = safe_close(xattr_saved_cwd);
-                return r;
-        }
-        proc_name(buf, i->fd);
-        return 0;
-}
-
-/* Back where the thread was; keeps errno (the result of the xattr call) for the caller. */
-static void xattr_leave(void) {
-        int saved = errno;
-
-        /* Best effort: the daemon itself resolves nothing relative to a thread's working directory. */
-        if (xattr_saved_cwd < 0 || fchdir(xattr_saved_cwd) < 0)
-                (void) !chdir("/");
-        xattr_saved_cwd = safe_close(xattr_saved_cwd);
-        errno = saved;
-}
-
-/* Sets the request's security labels on a new inode, with the daemon's privileges (security.*
- * names need CAP_SYS_ADMIN on the host; the guest's LSM chose the label). */
-static int set_labels(Passthrough *p, Inode *i, const FsCtx *c) {
-        char path[16];
-        int r;
-
-        r = xattr_enter(p, i, path);
-        if (r < 0)
-                return r;
-        for (unsigned k = 0; k < c->n_labels && r >= 0; k++)
-                if (setxattr(path, c->labels[k].name, c->labels[k].value, c->labels[k].size, 0) < 0)
-                        r = negative_errno();
-        xattr_leave();
-        return r;
-}
-
-static bool xattr_name_allowed(Passthrough *p, const char *name) {
-        if (!p->opts.posix_acl && (strcmp(name, "system.posix_acl_access") == 0 ||
-                                   strcmp(name, "system.posix_acl_default") == 0))
-                return false;
-        return true;
-}
-
-/* Clears setgid after an access ACL was set for a caller that may not keep it: the host kernel
- * would not, the daemon has CAP_FSETID. The permission bits stay, so the ACL does too. */
-static int acl_kill_sgid(Passthrough *p, Inode *i) {
-        struct statx stx;
-        char name[16];
-        int r;
-
-        r = statx_fd(i->fd, &stx);
-        if (r < 0)
-                return r;
-        if (!(stx.stx_mode & S_ISGID) || S_ISLNK(stx.stx_mode))
-                return 0;
-        proc_name(name, i->fd);
-        if (fchmodat(p->proc_self_fd, name, stx.stx_mode & 07777 & ~S_ISGID, 0) < 0)
-                return negative_errno();
-        return 0;
-}
-
-static int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, const void *value,
-                       size_t size, int flags, bool kill_sgid) {
-        Passthrough *p = fs;
-        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
-        char path[16];
-        int r;
-
-        if (!i)
-                return -EBADF;
-        if (!xattr_name_allowed(p, name))
-                return -EOPNOTSUPP;
-        if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
-                return -EINVAL;
-        r = xattr_enter(p, i, path);
-        if (r < 0)
-                return r;
-        /* An access ACL also sets the mode (the host kernel's setxattr does that itself). */
-        r = setxattr(path, name, value, size, flags) < 0 ? negative_errno() : 0;
-        xattr_leave();
-        if (r == 0 && kill_sgid && strcmp(name, "system.posix_acl_access") == 0)
-                r = acl_kill_sgid(p, i);
-        return r;
-}
-
-static ssize_t pt_getxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, void *buf, size_t size) {
-        Passthrough *p = fs;
-        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
-        char path[16];
-        ssize_t n;
-
-        if (!i)
-                return -EBADF;
-        if (!xattr_name_allowed(p, name))
-                return -ENODATA;
-        n = xattr_enter(p, i, path);
-        if (n < 0)
-                return n;
-        n = getxattr(path, name, size > 0 ? buf : NULL, size);
-        xattr_leave();
-        return n < 0 ? negative_errno() : n;
-}
-
-static ssize_t pt_listxattr(void *fs, const FsCtx *c, uint64_t nodeid, void *buf, size_t size) {
-        Passthrough *p = fs;
-        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
-        char path[16];
-        ssize_t n;
-
-        if (!i)
-                return -EBADF;
-        n = xattr_enter(p, i, path);
-        if (n < 0)
-                return n;
-        n = listxattr(path, size > 0 ? buf : NULL, size);
-        xattr_leave();
-        if (n < 0)
-                return negative_errno();
-        if (size > 0 && !p->opts.posix_acl) {
-                /* Hide ACL names when ACLs are off, so the list matches what getxattr answers. */
-                char *s = buf, *end = s + n, *w = s;
-                while (s < end) {
-                        size_t l = strnlen(s, (size_t) (end - s)) + 1;
-                        if (xattr_name_allowed(p, s)) {
-                                memmove(w, s, l);
-                                w += l;
-                        }
-                        s += l;
-                }
-                n = w - (char *) buf;
-        }
-        return n;
-}
-
-static int pt_removexattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name) {
-        Passthrough *p = fs;
-        _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
-        char path[16];
-        int r;
-
-        if (!i)
-                return -EBADF;
-        if (!xattr_name_allowed(p, name))
-                return -EOPNOTSUPP;
-        r = xattr_enter(p, i, path);
-        if (r < 0)
-                return r;
-        r = removexattr(path, name) < 0 ? negative_errno() : 0;
-        xattr_leave();
+        fd = fd_budget_close(&p->budget, fd);
         return r;
 }
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "device.h"
+#include "guest-memory.h" /* GUEST_MEMORY_MAX_REGIONS */
 #include "log.h"
 
 static const char *const request_names[_VHOST_USER_MAX] = {
@@ -201,46 +201,46 @@ static int vring_fd_payload(VhostUserMsg *msg, unsigned *idx, int *fd) {
 
 /* Handles one request. Returns >= 0 (the ack value is 0) or negative errno (ack non-zero);
  * *replied is set when the handler sent the request's own reply. */
-static int dispatch(Device *d, int fd, VhostUserMsg *msg, bool *replied) {
+static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMsg *msg, bool *replied) {
         unsigned idx, base;
         int vfd, r;
 
         switch (msg->hdr.request) {
         case VHOST_USER_GET_FEATURES:
                 *replied = true;
-                return reply_u64(fd, msg, device_offered_features());
+                return reply_u64(fd, msg, ops->offered_features(d));
 
         case VHOST_USER_SET_FEATURES:
                 r = expect_size(msg, sizeof(uint64_t));
-                return r < 0 ? r : device_set_features(d, msg->payload.u64);
+                return r < 0 ? r : ops->set_features(d, msg->payload.u64);
 
         case VHOST_USER_GET_PROTOCOL_FEATURES:
                 *replied = true;
-                return reply_u64(fd, msg, device_offered_protocol_features());
+                return reply_u64(fd, msg, ops->offered_protocol_features(d));
 
         case VHOST_USER_SET_PROTOCOL_FEATURES:
                 r = expect_size(msg, sizeof(uint64_t));
                 if (r < 0)
                         return r;
-                if (msg->payload.u64 & ~device_offered_protocol_features())
+                if (msg->payload.u64 & ~ops->offered_protocol_features(d))
                         return log_warning_errno(EINVAL, "Frontend acked protocol features we did not offer: 0x%" PRIx64,
                                                  msg->payload.u64);
-                d->protocol_features = msg->payload.u64;
+                ops->set_protocol_features(d, msg->payload.u64);
                 return 0;
 
         case VHOST_USER_SET_OWNER:
-                d->owner_set = true;
+                ops->set_owner(d);
                 return 0;
 
         case VHOST_USER_RESET_OWNER:
         case VHOST_USER_RESET_DEVICE:
                 /* Deprecated/unused by QEMU for fs; treat as "stop everything" and keep the session. */
-                device_reset(d);
+                ops->reset(d);
                 return 0;
 
         case VHOST_USER_GET_QUEUE_NUM:
                 *replied = true;
-                return reply_u64(fd, msg, d->n_queues);
+                return reply_u64(fd, msg, ops->queue_count(d));
 
         case VHOST_USER_GET_MAX_MEM_SLOTS:
                 *replied = true;
@@ -251,22 +251,22 @@ static int dispatch(Device *d, int fd, VhostUserMsg *msg, bool *replied) {
                     msg->hdr.size != 8 + msg->payload.memory.nregions * sizeof(VhostUserMemoryRegion))
                         return log_warning_errno(EINVAL, "SET_MEM_TABLE: size %u does not match %u regions",
                                                  msg->hdr.size, msg->payload.memory.nregions);
-                return device_set_mem_table(d, &msg->payload.memory, msg->fds, msg->n_fds);
+                return ops->set_mem_table(d, &msg->payload.memory, msg->fds, msg->n_fds);
 
         case VHOST_USER_ADD_MEM_REG:
                 r = expect_size(msg, sizeof(VhostUserMemRegMsg));
                 if (r >= 0)
                         r = expect_fds(msg, 1);
-                return r < 0 ? r : device_add_mem_region(d, &msg->payload.memreg.region, msg->fds[0]);
+                return r < 0 ? r : ops->add_mem_region(d, &msg->payload.memreg.region, msg->fds[0]);
 
         case VHOST_USER_REM_MEM_REG:
                 /* May carry an fd it does not need; it is closed with the message. */
                 r = expect_size(msg, sizeof(VhostUserMemRegMsg));
-                return r < 0 ? r : device_remove_mem_region(d, &msg->payload.memreg.region);
+                return r < 0 ? r : ops->remove_mem_region(d, &msg->payload.memreg.region);
 
         case VHOST_USER_SET_VRING_NUM:
                 r = expect_size(msg, sizeof(struct vhost_vring_state));
-                return r < 0 ? r : device_set_vring_num(d, msg->payload.state.index, msg->payload.state.num);
+                return r < 0 ? r : ops->set_vring_num(d, msg->payload.state.index, msg->payload.state.num);
 
         case VHOST_USER_SET_VRING_ADDR:
                 r = expect_size(msg, sizeof(struct vhost_vring_addr));
@@ -274,17 +274,17 @@ static int dispatch(Device *d, int fd, VhostUserMsg *msg, bool *replied) {
                         return r;
                 if (msg->payload.addr.flags & (1u << VHOST_VRING_F_LOG))
                         return log_warning_errno(EOPNOTSUPP, "Dirty logging requested but not offered");
-                return device_set_vring_addr(d, &msg->payload.addr);
+                return ops->set_vring_addr(d, &msg->payload.addr);
 
         case VHOST_USER_SET_VRING_BASE:
                 r = expect_size(msg, sizeof(struct vhost_vring_state));
-                return r < 0 ? r : device_set_vring_base(d, msg->payload.state.index, msg->payload.state.num);
+                return r < 0 ? r : ops->set_vring_base(d, msg->payload.state.index, msg->payload.state.num);
 
         case VHOST_USER_GET_VRING_BASE: {
                 struct vhost_vring_state s;
                 r = expect_size(msg, sizeof(struct vhost_vring_state));
                 if (r >= 0)
-                        r = device_get_vring_base(d, msg->payload.state.index, &base);
+                        r = ops->get_vring_base(d, msg->payload.state.index, &base);
                 /* The frontend waits for this reply whatever happened; an unknown queue reads 0. */
                 s = (struct vhost_vring_state) { .index = msg->payload.state.index, .num = r < 0 ? 0 : base };
                 *replied = true;
@@ -293,15 +293,15 @@ static int dispatch(Device *d, int fd, VhostUserMsg *msg, bool *replied) {
 
         case VHOST_USER_SET_VRING_KICK:
                 r = vring_fd_payload(msg, &idx, &vfd);
-                return r < 0 ? r : device_set_vring_kick(d, idx, vfd);
+                return r < 0 ? r : ops->set_vring_kick(d, idx, vfd);
 
         case VHOST_USER_SET_VRING_CALL:
                 r = vring_fd_payload(msg, &idx, &vfd);
-                return r < 0 ? r : device_set_vring_call(d, idx, vfd);
+                return r < 0 ? r : ops->set_vring_call(d, idx, vfd);
 
         case VHOST_USER_SET_VRING_ERR:
                 r = vring_fd_payload(msg, &idx, &vfd);
-                return r < 0 ? r : device_set_vring_err(d, idx, vfd);
+                return r < 0 ? r : ops->set_vring_err(d, idx, vfd);
 
         case VHOST_USER_SET_VRING_ENABLE:
                 r = expect_size(msg, sizeof(struct vhost_vring_state));
@@ -309,7 +309,7 @@ static int dispatch(Device *d, int fd, VhostUserMsg *msg, bool *replied) {
                         return r;
                 if (msg->payload.state.num > 1)
                         return log_warning_errno(EINVAL, "SET_VRING_ENABLE with %u", msg->payload.state.num);
-                return device_set_vring_enable(d, msg->payload.state.index, msg->payload.state.num == 1);
+                return ops->set_vring_enable(d, msg->payload.state.index, msg->payload.state.num == 1);
 
         default:
                 log_warning("Unsupported vhost-user request %u (%s), size %u: refusing it", msg->hdr.request,
@@ -318,7 +318,7 @@ static int dispatch(Device *d, int fd, VhostUserMsg *msg, bool *replied) {
         }
 }
 
-int vhost_user_handle(Device *d, int fd, VhostUserMsg *msg) {
+int vhost_user_handle(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMsg *msg) {
         bool replied = false, need_ack;
         int r, s;
 
@@ -326,8 +326,8 @@ int vhost_user_handle(Device *d, int fd, VhostUserMsg *msg) {
                   msg->hdr.flags, msg->hdr.size, msg->n_fds);
 
         need_ack = (msg->hdr.flags & VHOST_USER_NEED_REPLY_MASK) &&
-                   (d->protocol_features & (1ULL << VHOST_USER_PROTOCOL_F_REPLY_ACK));
-        r = dispatch(d, fd, msg, &replied);
+                   (ops->protocol_features(d) & (1ULL << VHOST_USER_PROTOCOL_F_REPLY_ACK));
+        r = dispatch(ops, d, fd, msg, &replied);
         vhost_user_msg_close_fds(msg); /* whatever the handler did not take */
 
         if (replied) /* r is the result of sending the request's own reply */

@@ -5,9 +5,8 @@
 #pragma once
 
 #include <linux/vhost_types.h>
+#include <stdbool.h>
 #include <stdint.h>
-
-typedef struct Device Device;
 
 enum {
         VHOST_USER_GET_FEATURES = 1,
@@ -112,7 +111,40 @@ const char *vhost_user_request_to_string(uint32_t request);
 int vhost_user_recv(int fd, VhostUserMsg *msg);
 void vhost_user_msg_close_fds(VhostUserMsg *msg);
 
-/* Handles one received message against the device, sending whatever reply the protocol asks for.
- * Takes ownership of the message's fds. Returns 0 to continue, or a negative errno when the
+/* What the messages act on, implemented by the device (device/vhost-backend.c): this layer frames,
+ * decodes and validates messages and replies; the backend holds the state. Main thread only. The
+ * int operations return 0 or a negative errno (the frontend's nack); fd arguments are owned by the
+ * callee (-1 = no fd). */
+typedef struct VhostUserBackendOps {
+        uint64_t (*offered_features)(void *b);
+        uint64_t (*offered_protocol_features)(void *b);
+        /* Protocol features the frontend acked (REPLY_ACK decides whether requests get an ack). */
+        uint64_t (*protocol_features)(void *b);
+        unsigned (*queue_count)(void *b);
+
+        int (*set_features)(void *b, uint64_t features);
+        /* Only offered bits: checked before. */
+        void (*set_protocol_features)(void *b, uint64_t features);
+        void (*set_owner)(void *b);
+        /* RESET_OWNER / RESET_DEVICE: stop everything, keep the session. */
+        void (*reset)(void *b);
+
+        int (*set_mem_table)(void *b, const VhostUserMemory *m, const int *fds, unsigned n_fds);
+        int (*add_mem_region)(void *b, const VhostUserMemoryRegion *reg, int fd);
+        int (*remove_mem_region)(void *b, const VhostUserMemoryRegion *reg);
+
+        int (*set_vring_num)(void *b, unsigned idx, unsigned num);
+        int (*set_vring_addr)(void *b, const struct vhost_vring_addr *addr);
+        int (*set_vring_base)(void *b, unsigned idx, unsigned base);
+        /* Stops the queue and returns its next avail index. */
+        int (*get_vring_base)(void *b, unsigned idx, unsigned *ret);
+        int (*set_vring_kick)(void *b, unsigned idx, int fd);
+        int (*set_vring_call)(void *b, unsigned idx, int fd);
+        int (*set_vring_err)(void *b, unsigned idx, int fd);
+        int (*set_vring_enable)(void *b, unsigned idx, bool enable);
+} VhostUserBackendOps;
+
+/* Handles one received message against the backend b, sending whatever reply the protocol asks
+ * for. Takes ownership of the message's fds. Returns 0 to continue, or a negative errno when the
  * connection is unusable and must be closed. */
-int vhost_user_handle(Device *d, int fd, VhostUserMsg *msg);
+int vhost_user_handle(const VhostUserBackendOps *ops, void *b, int fd, VhostUserMsg *msg);

@@ -15,9 +15,11 @@
 #include "chain.h"
 #include "fuse-server.h"
 #include "fuzz-common.h"
+#include "passthrough.h"
 
 #define MAX_PIECES 256
 
+static Passthrough *pt;
 static FuseServer *fs;
 static uint8_t outbuf[512 * 256];
 static unsigned runs;
@@ -35,7 +37,7 @@ static void setup(void) {
         /* One thread: a blocking lock held by another owner would wait forever. */
         o.posix_lock = false;
         o.flock = false;
-        if (fuse_server_new(&fs, &o) < 0)
+        if (passthrough_new(&pt, &o) < 0 || fuse_server_new(&fs, &o, &passthrough_ops, pt) < 0)
                 abort();
         fuzz_confine();
 }

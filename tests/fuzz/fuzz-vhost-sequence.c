@@ -40,7 +40,9 @@
 
 #include "device.h"
 #include "executor.h"
+#include "fuse-handler.h"
 #include "fuse-server.h"
+#include "passthrough.h"
 #include "fuzz-common.h"
 #include "stats.h"
 #include "vhost-user.h"
@@ -53,6 +55,7 @@
 static const uint64_t region_gpa[2] = { 0x0, 0x20000 };
 static const uint64_t region_uaddr[2] = { 0x7f0000000000ULL, 0x7f0000400000ULL };
 
+static Passthrough *pt;
 static FuseServer *fs;
 static Device *dev;
 static int sv[2] = { -1, -1 };
@@ -89,6 +92,7 @@ static void setup(void) {
         static Executor *e;
         static Stats *st;
         FsOptions o = FS_OPTIONS_DEFAULT;
+        RequestHandler h;
         int sz = 1 << 20;
 
         fuzz_quiet_logging();
@@ -96,8 +100,10 @@ static void setup(void) {
         /* Lock waits would last until a stop cancels them: 200 ms each, not what this target is about. */
         o.posix_lock = false;
         o.flock = false;
-        if (fuse_server_new(&fs, &o) < 0 || device_new(&dev, fs, N_QUEUES - 1) < 0 ||
-            executor_new(&e, THREAD_MODE_AUTO, 2) < 0 || stats_new(&st) < 0)
+        if (passthrough_new(&pt, &o) < 0 || fuse_server_new(&fs, &o, &passthrough_ops, pt) < 0)
+                abort();
+        h = fuse_request_handler(fs);
+        if (device_new(&dev, &h, N_QUEUES - 1) < 0 || executor_new(&e, THREAD_MODE_AUTO, 2) < 0 || stats_new(&st) < 0)
                 abort();
         device_attach(dev, e, st);
         /* Replies go to sv[1] and are drained after every message. */
@@ -131,7 +137,7 @@ static void send_msg(uint32_t request, const void *payload, uint32_t size, const
         if (request == VHOST_USER_SET_MEM_TABLE || request == VHOST_USER_ADD_MEM_REG ||
             request == VHOST_USER_REM_MEM_REG)
                 msg.hdr.flags |= VHOST_USER_NEED_REPLY_MASK;
-        (void) vhost_user_handle(dev, sv[0], &msg);
+        (void) vhost_user_handle(&device_vhost_ops, dev, sv[0], &msg);
         drain();
 }
 

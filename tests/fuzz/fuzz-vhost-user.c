@@ -8,11 +8,14 @@
 
 #include "device.h"
 #include "executor.h"
+#include "fuse-handler.h"
 #include "fuse-server.h"
 #include "fuzz-common.h"
+#include "passthrough.h"
 #include "stats.h"
 #include "vhost-user.h"
 
+static Passthrough *pt;
 static FuseServer *fs;
 static Device *dev;
 
@@ -20,11 +23,14 @@ static void setup(void) {
         static Executor *e;
         static Stats *st;
         FsOptions o = FS_OPTIONS_DEFAULT;
+        RequestHandler h;
 
         fuzz_quiet_logging();
         o.shared_dir = fuzz_shared_dir();
-        if (fuse_server_new(&fs, &o) < 0 || device_new(&dev, fs, 2) < 0 || executor_new(&e, THREAD_MODE_INLINE, 1) < 0 ||
-            stats_new(&st) < 0)
+        if (passthrough_new(&pt, &o) < 0 || fuse_server_new(&fs, &o, &passthrough_ops, pt) < 0)
+                abort();
+        h = fuse_request_handler(fs);
+        if (device_new(&dev, &h, 2) < 0 || executor_new(&e, THREAD_MODE_INLINE, 1) < 0 || stats_new(&st) < 0)
                 abort();
         device_attach(dev, e, st);
         fuzz_confine();
@@ -55,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 VhostUserMsg msg;
                 if (vhost_user_recv(sv[0], &msg) < 0)
                         break;
-                if (vhost_user_handle(dev, sv[0], &msg) < 0)
+                if (vhost_user_handle(&device_vhost_ops, dev, sv[0], &msg) < 0)
                         break;
                 while (recv(sv[1], sink, sizeof sink, MSG_DONTWAIT) > 0)
                         ;
