@@ -1,4 +1,5 @@
-/* log.c: stderr logging with priority prefixes, and the rate limiter for guest-triggered lines. */
+/* log.c: stderr logging with priority prefixes (or syslog), and the rate limiter for guest-triggered
+ * lines. */
 #include "log.h"
 
 #include <stdarg.h>
@@ -9,17 +10,27 @@
 #include <inttypes.h>
 
 int log_max_level = LOG_INFO;
+static bool log_to_syslog;
+static char log_ident[64] = "vufsd";
 RateLimit guest_log_ratelimit = RATELIMIT_INIT(5 * 1000000ULL, 10);
 
 void log_set_max_level(int level) {
         log_max_level = level;
 }
 
+void log_open_syslog(const char *instance) {
+        if (instance)
+                snprintf(log_ident, sizeof log_ident, "vufsd@%s", instance);
+        /* LOG_NDELAY connects now, before the sandbox hides /dev/log: the connected socket keeps
+         * working inside it. */
+        openlog(log_ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+        log_to_syslog = true;
+}
+
 int log_level_from_string(const char *s) {
         static const char *const names[] = {
-                [LOG_EMERG] = "emerg", [LOG_ALERT] = "alert", [LOG_CRIT] = "crit",
-                [LOG_ERR] = "err",     [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
-                [LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
+                [LOG_EMERG] = "emerg",     [LOG_ALERT] = "alert",   [LOG_CRIT] = "crit", [LOG_ERR] = "err",
+                [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice", [LOG_INFO] = "info", [LOG_DEBUG] = "debug",
         };
         if (!s)
                 return -EINVAL;
@@ -29,7 +40,7 @@ int log_level_from_string(const char *s) {
                 return LOG_WARNING;
         for (size_t i = 0; i < ELEMENTSOF(names); i++)
                 if (strcasecmp(s, names[i]) == 0)
-                        return (int) i;
+                        return (int)i;
         return -EINVAL;
 }
 
@@ -43,11 +54,14 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         va_start(ap, fmt);
         vsnprintf(buf, sizeof buf, fmt, ap);
         va_end(ap);
-        (void) file;
-        (void) line;
-        /* One fprintf per line: stderr is unbuffered, and a single write keeps lines from different
-         * threads whole. */
-        fprintf(stderr, "<%i>vufsd: %s\n", level, buf);
+        (void)file;
+        (void)line;
+        if (log_to_syslog)
+                syslog(level, "%s", buf);
+        else
+                /* One fprintf per line: stderr is unbuffered, and a single write keeps lines from
+                 * different threads whole. */
+                fprintf(stderr, "<%i>vufsd: %s\n", level, buf);
         errno = saved;
         return -abs(error);
 }
@@ -55,7 +69,7 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 static uint64_t now_us(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+        return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
 }
 
 bool ratelimit_below(RateLimit *rl) {
