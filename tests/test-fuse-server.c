@@ -2289,6 +2289,7 @@ START_TEST(test_init_features) {
         struct fuse_init_out o;
 
         /* Options off: none of the four, though the guest offers them all. */
+        server_restart(false, false, false, false);
         do_init_flags(0x7bfffffb, 0xb, &o);
         ck_assert_uint_eq(o.flags & (FUSE_SUBMOUNTS | FUSE_POSIX_ACL | FUSE_DONT_MASK), 0);
         ck_assert_uint_eq(o.flags2 & (FUSE_SECURITY_CTX >> 32), 0);
@@ -2314,6 +2315,41 @@ START_TEST(test_init_features) {
         server_restart(false, false, true, false);
         do_init_flags(0x7bfffffb, 0xb, &o);
         ck_assert_uint_eq(o.flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), 0);
+}
+END_TEST
+
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+
+/* The command line's INIT options (--writeback, --killpriv-v2, --no-readdirplus, --allow-mmap,
+ * announce-submounts by default): each flag is offered exactly when its option asks for it. */
+START_TEST(test_init_options) {
+        const uint32_t all2 = 0xb | (uint32_t) (FUSE_DIRECT_IO_ALLOW_MMAP >> 32);
+        struct fuse_init_out o;
+        FsOptions opts = FS_OPTIONS_DEFAULT;
+
+        srv = fuse_server_free(srv);
+        server_start(opts);
+        do_init_flags(0x7bfffffb, all2, &o);
+        ck_assert_uint_ne(o.flags & FUSE_SUBMOUNTS, 0); /* on by default */
+        ck_assert_uint_ne(o.flags & FUSE_DO_READDIRPLUS, 0);
+        ck_assert_uint_eq(o.flags & (FUSE_WRITEBACK_CACHE | FUSE_HANDLE_KILLPRIV_V2), 0);
+        ck_assert_uint_eq(o.flags2 & (FUSE_DIRECT_IO_ALLOW_MMAP >> 32), 0);
+
+        opts.writeback = opts.killpriv_v2 = opts.allow_mmap = true;
+        opts.readdirplus = opts.announce_submounts = false;
+        srv = fuse_server_free(srv);
+        server_start(opts);
+        do_init_flags(0x7bfffffb, all2, &o);
+        ck_assert_uint_eq(o.flags & FUSE_SUBMOUNTS, 0);
+        ck_assert_uint_eq(o.flags & (FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO), 0);
+        ck_assert_uint_ne(o.flags & FUSE_WRITEBACK_CACHE, 0);
+        ck_assert_uint_ne(o.flags & FUSE_HANDLE_KILLPRIV_V2, 0);
+        ck_assert_uint_ne(o.flags2 & (FUSE_DIRECT_IO_ALLOW_MMAP >> 32), 0);
+        /* never a flag the guest did not offer */
+        do_init_flags(0x7bfffffb, 0xb, &o);
+        ck_assert_uint_eq(o.flags2 & (FUSE_DIRECT_IO_ALLOW_MMAP >> 32), 0);
 }
 END_TEST
 
@@ -2929,6 +2965,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_setlkw_without_helper);
         tcase_add_test(tc, test_concurrent);
         tcase_add_test(tc, test_init_features);
+        tcase_add_test(tc, test_init_options);
         tcase_add_test(tc, test_submounts);
         tcase_add_test(tc, test_security_ctx);
         tcase_add_test(tc, test_security_ctx_malformed);

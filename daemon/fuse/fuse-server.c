@@ -286,6 +286,11 @@ static void session_reset(FuseServer *s, bool writeback) {
         s->ops->session_reset(s->fs, writeback);
 }
 
+/* Kernel 6.6 (FUSE 7.39); older headers do not have it yet. */
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+
 static int do_init(Req *r) {
         FuseServer *s = r->s;
         struct fuse_init_in ii = { 0 };
@@ -325,6 +330,10 @@ static int do_init(Req *r) {
                 want |= FUSE_HANDLE_KILLPRIV_V2;
         if (s->opts.announce_submounts)
                 want |= FUSE_SUBMOUNTS;
+        /* --allow-mmap: files opened for direct I/O (cache never/metadata) may still be mapped
+         * shared by the guest. */
+        if (s->opts.allow_mmap)
+                want |= FUSE_DIRECT_IO_ALLOW_MMAP;
         if (s->opts.security_label)
                 want |= FUSE_SECURITY_CTX;
         if (s->opts.xattr) {
