@@ -43,6 +43,11 @@ int manager_new(Manager **ret, const Config *c) {
         r = device_new(&m->device, m->fs, c->n_request_queues);
         if (r < 0)
                 return log_error_errno(r, "Failed to create the device: %m");
+        if (c->tag) { /* --tag: served through GET_CONFIG (config_verify() checked the length) */
+                r = vhost_user_set_config_tag(m->device, c->tag);
+                if (r < 0)
+                        return log_error_errno(r, "Invalid --tag: %m");
+        }
 
         /* The mode and size config_verify() resolved from the command line. */
         r = executor_new(&m->executor, c->thread_mode, c->pool_size);

@@ -79,6 +79,10 @@ struct Device {
 
         uint64_t features;          /* acked by SET_FEATURES */
         uint64_t protocol_features; /* acked by SET_PROTOCOL_FEATURES */
+        /* --tag: the virtio-fs config space's tag (NUL-padded, not terminated), served through
+         * VHOST_USER_GET_CONFIG (vhost-user.c); has_tag also offers PROTOCOL_F_CONFIG. */
+        char tag[36];
+        bool has_tag;
         GuestMemory *mem;           /* the current table; main thread only */
         bool owner_set;
 

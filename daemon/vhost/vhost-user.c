@@ -1,6 +1,7 @@
 /* vhost-user.c: receiving frontend messages with their fds, and one handler per request type. */
 #include "vhost-user.h"
 
+#include <endian.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -199,6 +200,60 @@ static int vring_fd_payload(VhostUserMsg *msg, unsigned *idx, int *fd) {
         return 0;
 }
 
+int vhost_user_set_config_tag(Device *d, const char *tag) {
+        size_t n = tag ? strlen(tag) : 0;
+
+        if (n == 0 || n > sizeof d->tag)
+                return -EINVAL;
+        memset(d->tag, 0, sizeof d->tag);
+        memcpy(d->tag, tag, n);
+        d->has_tag = true;
+        return 0;
+}
+
+/* The protocol features this device offers: the device's, and CONFIG only with a tag (as the Rust
+ * virtiofsd: without one there is nothing a VMM should read from us). */
+static uint64_t offered_protocol_features(const Device *d) {
+        return device_offered_protocol_features() | (d->has_tag ? 1ULL << VHOST_USER_PROTOCOL_F_CONFIG : 0);
+}
+
+/* The virtio-fs config space (virtio spec 5.11.4): tag[36], le32 num_request_queues. */
+typedef struct __attribute__((packed)) VirtioFsConfig {
+        char tag[36];
+        uint32_t num_request_queues;
+} VirtioFsConfig;
+
+typedef struct __attribute__((packed)) VhostUserConfigHeader {
+        uint32_t offset, size, flags;
+} VhostUserConfigHeader;
+
+/* GET_CONFIG: the requested window of the config space. A window outside it gets the header
+ * alone, which QEMU (and the Rust vhost-user-backend) read as a failed request; the connection
+ * stays. */
+static int handle_get_config(Device *d, int fd, const VhostUserMsg *msg) {
+        struct __attribute__((packed)) {
+                VhostUserConfigHeader h;
+                uint8_t region[sizeof(VirtioFsConfig)];
+        } reply = {};
+        VirtioFsConfig cfg = { .num_request_queues = htole32(d->n_queues - 1) };
+        VhostUserConfigHeader req;
+
+        if (msg->hdr.size < sizeof req) {
+                log_warning("vhost-user GET_CONFIG: payload of %u bytes is shorter than its header", msg->hdr.size);
+                return send_reply(fd, msg, &reply.h, 0);
+        }
+        memcpy(&req, msg->payload.raw, sizeof req);
+        reply.h = req;
+        if (req.offset > sizeof cfg || req.size > sizeof cfg - req.offset || msg->hdr.size != sizeof req + req.size) {
+                log_debug("vhost-user GET_CONFIG: window %u+%u outside the %zu-byte config space", req.offset,
+                          req.size, sizeof cfg);
+                return send_reply(fd, msg, &reply.h, sizeof reply.h);
+        }
+        memcpy(cfg.tag, d->tag, sizeof cfg.tag);
+        memcpy(reply.region, (const uint8_t *) &cfg + req.offset, req.size);
+        return send_reply(fd, msg, &reply, (uint32_t) (sizeof reply.h + req.size));
+}
+
 /* Handles one request. Returns >= 0 (the ack value is 0) or negative errno (ack non-zero);
  * *replied is set when the handler sent the request's own reply. */
 static int dispatch(Device *d, int fd, VhostUserMsg *msg, bool *replied) {
@@ -216,17 +271,27 @@ static int dispatch(Device *d, int fd, VhostUserMsg *msg, bool *replied) {
 
         case VHOST_USER_GET_PROTOCOL_FEATURES:
                 *replied = true;
-                return reply_u64(fd, msg, device_offered_protocol_features());
+                return reply_u64(fd, msg, offered_protocol_features(d));
 
         case VHOST_USER_SET_PROTOCOL_FEATURES:
                 r = expect_size(msg, sizeof(uint64_t));
                 if (r < 0)
                         return r;
-                if (msg->payload.u64 & ~device_offered_protocol_features())
+                if (msg->payload.u64 & ~offered_protocol_features(d))
                         return log_warning_errno(EINVAL, "Frontend acked protocol features we did not offer: 0x%" PRIx64,
                                                  msg->payload.u64);
                 d->protocol_features = msg->payload.u64;
                 return 0;
+
+        case VHOST_USER_GET_CONFIG:
+                *replied = true;
+                if (!(d->protocol_features & (1ULL << VHOST_USER_PROTOCOL_F_CONFIG)))
+                        log_debug("vhost-user GET_CONFIG without PROTOCOL_F_CONFIG negotiated");
+                return handle_get_config(d, fd, msg);
+
+        case VHOST_USER_SET_CONFIG:
+                /* virtio-fs has no writable config field. */
+                return log_warning_errno(EPERM, "vhost-user SET_CONFIG refused: the config space is read-only");
 
         case VHOST_USER_SET_OWNER:
                 d->owner_set = true;

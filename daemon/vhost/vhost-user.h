@@ -107,6 +107,10 @@ typedef struct VhostUserMsg {
 
 const char *vhost_user_request_to_string(uint32_t request);
 
+/* --tag: the tag (1..36 bytes) the device's config space reports; from then on
+ * VHOST_USER_PROTOCOL_F_CONFIG is offered and GET_CONFIG answers. -EINVAL for a bad length. */
+int vhost_user_set_config_tag(Device *d, const char *tag);
+
 /* Receives one message with its fds (close them with vhost_user_msg_close_fds()). Returns 0,
  * -ECONNRESET at EOF, -EBADMSG for a message that breaks framing (the connection must go). */
 int vhost_user_recv(int fd, VhostUserMsg *msg);
