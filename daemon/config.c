@@ -74,6 +74,7 @@ void config_done(Config *c) {
         free(c->socket_group);
         free(c->shared_dir);
         free(c->tag);
+        xattr_map_free(c->xattrmap);
         free(c->instance);
         free(c->bus);
         free(c->bus_user);
@@ -164,6 +165,21 @@ static int set_tag(Config *c, const char *v) {
         if (n == 0 || n > CONFIG_MAX_TAG_LEN)
                 return usage_error("--tag: the tag must be 1..%d bytes, got %zu", CONFIG_MAX_TAG_LEN, n);
         return set_string(&c->tag, v);
+}
+
+static int set_xattrmap(Config *c, const char *what, const char *v) {
+        const char *why = NULL;
+        XattrMap *m = NULL;
+        int r = xattr_map_parse(v, &m, &why);
+
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return usage_error("%s: %s in \"%s\"", what, why, v);
+        xattr_map_free(c->xattrmap);
+        c->xattrmap = m;
+        c->fs.xattr = true; /* a map implies xattrs, as in the Rust virtiofsd */
+        return 0;
 }
 
 static int set_feature_mode(FeatureMode *dst, const char *what, const char *v) {
@@ -326,10 +342,8 @@ static int parse_o_option(Config *c, char *opt) {
                         return set_modcaps(c, val);
                 if (streq(opt, "log_level") || streq(opt, "loglevel"))
                         return set_log_level(c, "-o log_level", val);
-                if (streq(opt, "xattrmap")) {
-                        c->fs.xattr = true;
-                        return usage_error("-o xattrmap: extended attribute mapping is not implemented yet");
-                }
+                if (streq(opt, "xattrmap"))
+                        return set_xattrmap(c, "-o xattrmap", val);
                 if (streq(opt, "timeout")) {
                         char *end;
                         double t = strtod(val, &end);
@@ -550,7 +564,7 @@ static const OptionDef option_defs[] = {
           "security label on creation (FUSE_SECURITY_CTX): never (default), auto, always (bare flag); implies "
           "--xattr" },
         { "xattrmap", required_argument, ARG_XATTRMAP, "RULES",
-          "extended attribute name mapping (refused: not implemented yet)" },
+          "rename extended attributes between guest and host (virtiofsd's rules, e.g. :map::user.virtiofs.:)" },
         { "readonly", no_argument, ARG_READONLY, NULL, "refuse every change (EROFS)" },
         { "announce-submounts", no_argument, ARG_ANNOUNCE_SUBMOUNTS, NULL,
           "tell the guest which directories are mount points (default)" },
@@ -748,7 +762,7 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         r = set_feature_mode(&c->security_label_mode, "--security-label", optarg);
                         break;
                 case ARG_XATTRMAP:
-                        r = usage_error("--xattrmap: extended attribute mapping is not implemented yet");
+                        r = set_xattrmap(c, "--xattrmap", optarg);
                         break;
                 case ARG_READONLY:
                         c->fs.readonly = true;
@@ -1043,5 +1057,6 @@ int config_verify(Config *c) {
                 c->security_label_mode == FEATURE_ALWAYS ||
                 (c->security_label_mode == FEATURE_AUTO && share_supports_xattr(c->shared_dir, "security.selinux"));
         c->fs.shared_dir = c->shared_dir;
+        c->fs.xattrmap = c->xattrmap;
         return 0;
 }

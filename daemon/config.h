@@ -12,6 +12,7 @@
 #include "fs-options.h"
 #include "sandbox.h"
 #include "seccomp-filter.h"
+#include "xattr-map.h"
 
 /* Exit status for a command line that cannot be used (clap's and getopt programs' convention). */
 #define EXIT_USAGE 2
@@ -94,6 +95,7 @@ typedef struct Config {
         /* Filesystem */
         char *shared_dir; /* --shared-dir / -o source=; absolute after config_verify() */
         char *tag; /* --tag: the device's config space tag (GET_CONFIG), NULL = none */
+        XattrMap *xattrmap; /* --xattrmap / -o xattrmap= (fs.xattrmap points here) */
         unsigned n_request_queues;
         FeatureMode posix_acl_mode; /* --posix-acl[=MODE] */
         FeatureMode security_label_mode; /* --security-label[=MODE] */

@@ -35,7 +35,8 @@ START_TEST(test_rust_options_typed) {
                                "--preserve-noatime", "--no-announce-submounts", "--tag=myfs", "--posix-acl=auto",
                                "--security-label", "--rlimit-nofile=4096", "--inode-file-handles=prefer",
                                "--migration-mode=find-paths", "--migration-on-error=guest-error",
-                               "--migration-verify-handles", "--syslog", "--log-level=warn"),
+                               "--migration-verify-handles", "--syslog", "--log-level=warn",
+                               "--xattrmap=:map::user.virtiofs.:"),
                          0);
         ck_assert_int_eq(c.fs.cache, CACHE_METADATA);
         ck_assert_int_eq(c.sandbox, SANDBOX_CHROOT);
@@ -59,7 +60,9 @@ START_TEST(test_rust_options_typed) {
         ck_assert(c.syslog);
         ck_assert_int_eq(c.log_level, LOG_WARNING);
         ck_assert_int_eq(config_verify(&c), 0);
-        ck_assert(c.fs.xattr); /* implied by the ACL and label modes */
+        ck_assert(c.fs.xattr); /* implied by the ACL and label modes and the map */
+        ck_assert_ptr_nonnull(c.fs.xattrmap);
+        ck_assert_uint_eq(xattr_map_n_rules(c.fs.xattrmap), 2);
         ck_assert(c.fs.security_label);
         ck_assert_int_eq(c.thread_mode, THREAD_MODE_POOL);
         ck_assert_uint_eq(c.pool_size, 3);
@@ -205,7 +208,8 @@ START_TEST(test_usage_errors) {
                 { "--translate-uid=map:0:0", NULL },
                 { "--translate-uid=mapp:0:0:1", NULL },
                 { "--translate-gid=forbid-guest:0:0:1", NULL },
-                { "--xattrmap=:ok:all:::", NULL }, /* refused until the mapping is built */
+                { "--xattrmap=:ok:all::", NULL }, /* the last rule lacks its separator */
+                { "--xattrmap=:map::user.virtiofs.::ok:all:::", NULL }, /* map must be last */
                 { "stray", NULL },
         };
         Config c;

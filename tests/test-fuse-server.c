@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fuse-server.h"
+#include "xattr-map.h"
 #include "util.h"
 
 #define NO_REPLY 1000 /* call() result when the server wrote nothing */
@@ -2823,6 +2824,78 @@ static int setxattr_req(uint64_t nodeid, const char *name, const void *v, size_t
         return r;
 }
 
+/* --xattrmap between the guest and the host: the guest's names are renamed on set, get and
+ * remove; listxattr shows only what the map lets through, renamed back. */
+START_TEST(test_xattrmap) {
+        FsOptions o = FS_OPTIONS_DEFAULT;
+        XattrMap *map = NULL;
+        struct fuse_entry_out e;
+        struct fuse_getxattr_in gi = { .size = 4096 };
+        char v[16];
+        uint64_t fh;
+        Reply rep;
+        Args *a;
+
+        ck_assert_int_eq(xattr_map_parse(":map:trusted.:user.virtiofs.:", &map, NULL), 0);
+        o.xattr = true;
+        o.xattrmap = map;
+        srv = fuse_server_free(srv);
+        server_start(o);
+        do_init();
+        ck_assert_int_eq(create(1, "m", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fh), 0);
+        if (setxattr(share_path("m"), "user.probe", "1", 1, 0) < 0 && errno == EOPNOTSUPP) {
+                srv = fuse_server_free(srv);
+                xattr_map_free(map);
+                return; /* the temporary filesystem has no user xattrs */
+        }
+        /* trusted.* from the guest lands under user.virtiofs. on the host */
+        ck_assert_int_eq(setxattr_req(e.nodeid, "trusted.overlay.opaque", "y", 1, 0), 0);
+        ck_assert_int_eq(getxattr(share_path("m"), "user.virtiofs.trusted.overlay.opaque", v, sizeof v), 1);
+        ck_assert_int_lt(getxattr(share_path("m"), "trusted.overlay.opaque", v, sizeof v), 0);
+        /* the prefixed name itself is out of the guest's reach; other names pass */
+        ck_assert_int_eq(setxattr_req(e.nodeid, "user.virtiofs.trusted.x", "n", 1, 0), -EPERM);
+        ck_assert_int_eq(setxattr_req(e.nodeid, "user.plain", "p", 1, 0), 0);
+        ck_assert_int_eq(getxattr(share_path("m"), "user.plain", v, sizeof v), 1);
+        /* a host trusted.* name that looks unprefixed is hidden (set on the host directly) */
+        (void) setxattr(share_path("m"), "trusted.host-own", "h", 1, 0); /* needs CAP_SYS_ADMIN */
+
+        a = args_new();
+        args_add(a, &gi, sizeof gi);
+        args_str(a, "trusted.overlay.opaque");
+        ck_assert_int_eq(call_full(FUSE_GETXATTR, e.nodeid, a, 16 + 4096, &rep), 0);
+        ck_assert_uint_eq(rep.len, 1);
+        ck_assert(memcmp(rep.payload, "y", 1) == 0);
+        free(rep.payload);
+
+        a->len = 0;
+        args_add(a, &gi, sizeof gi);
+        ck_assert_int_eq(call_full(FUSE_LISTXATTR, e.nodeid, a, 16 + 4096, &rep), 0);
+        ck_assert(memmem(rep.payload, rep.len, "trusted.overlay.opaque", 23) != NULL);
+        ck_assert(memmem(rep.payload, rep.len, "user.plain", 11) != NULL);
+        ck_assert(memmem(rep.payload, rep.len, "user.virtiofs.", 14) == NULL);
+        ck_assert(memmem(rep.payload, rep.len, "trusted.host-own", 17) == NULL);
+        {
+                /* the size probe agrees with the list */
+                struct fuse_getxattr_in zero = { 0 };
+                struct fuse_getxattr_out go;
+                a->len = 0;
+                args_add(a, &zero, sizeof zero);
+                ck_assert_int_eq(call(FUSE_LISTXATTR, e.nodeid, a, &go, sizeof go), 0);
+                ck_assert_uint_eq(go.size, rep.len);
+        }
+        free(rep.payload);
+
+        a->len = 0;
+        args_str(a, "trusted.overlay.opaque");
+        ck_assert_int_eq(call(FUSE_REMOVEXATTR, e.nodeid, a, NULL, 0), 0);
+        ck_assert_int_lt(getxattr(share_path("m"), "user.virtiofs.trusted.overlay.opaque", v, sizeof v), 0);
+        free(a);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+        srv = fuse_server_free(srv);
+        xattr_map_free(map);
+}
+END_TEST
+
 /* Creates a regular file with the guest's umask and releases it again. */
 static int create_umask(uint64_t parent, const char *name, uint32_t mode, uint32_t umask_v,
                         struct fuse_entry_out *e) {
@@ -2966,6 +3039,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_concurrent);
         tcase_add_test(tc, test_init_features);
         tcase_add_test(tc, test_init_options);
+        tcase_add_test(tc, test_xattrmap);
         tcase_add_test(tc, test_submounts);
         tcase_add_test(tc, test_security_ctx);
         tcase_add_test(tc, test_security_ctx_malformed);

@@ -31,11 +31,14 @@ typedef enum FeatureMode {
 const char *feature_mode_to_string(FeatureMode m);
 FeatureMode feature_mode_from_string(const char *s);
 
+typedef struct XattrMap XattrMap;
+
 typedef struct FsOptions {
         const char *shared_dir;
         CachePolicy cache;
         double timeout; /* entry/attr timeout override in seconds; < 0 = the policy's */
         bool xattr;
+        const XattrMap *xattrmap; /* --xattrmap, owned by the Config; NULL = names unchanged */
         bool posix_acl;
         bool security_label;
         bool writeback;

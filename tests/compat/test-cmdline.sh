@@ -73,7 +73,8 @@ usage_error --migration-confirm-paths "${s[@]}" --migration-mode=file-handles --
 usage_error --fd --fd=3 --socket-path "$tmp/x.sock" --shared-dir "$tmp/share"
 usage_error --socket-group --fd=3 --socket-group=root --shared-dir "$tmp/share"
 usage_error --shared-dir --socket-path "$tmp/x.sock"
-usage_error --xattrmap "${s[@]}" --xattrmap=:ok:all:::
+usage_error --xattrmap "${s[@]}" --xattrmap=:ok:all::
+usage_error "-o xattrmap" "${s[@]}" -o xattrmap=:frob:all:::
 usage_error --thread-pool-size "${s[@]}" --thread-pool-size=1025
 usage_error "unexpected argument" "${s[@]}" stray
 
