@@ -103,7 +103,13 @@ start_daemon() {
         return 1
 }
 stop_daemon() {
+        local i
         kill "$daemon" 2> /dev/null
+        for ((i = 0; i < 100; i++)); do
+                kill -0 "$daemon" 2> /dev/null || break
+                sleep 0.1
+        done
+        kill -9 "$daemon" 2> /dev/null
         wait "$daemon" 2> /dev/null
         daemon=
 }
@@ -150,6 +156,8 @@ for n in null zero full random urandom tty; do touch "$tmp/dev/\$n"; mount --bin
 touch "$tmp/dev/log"
 mount --bind "$tmp/devlog" "$tmp/dev/log"
 mount --rbind "$tmp/dev" /dev
+# LeakSanitizer cannot run inside the sandbox (sanitizer builds): no leak check for this one.
+export ASAN_OPTIONS="\${ASAN_OPTIONS:-}\${ASAN_OPTIONS:+:}detect_leaks=0"
 exec "$vufsd" --syslog --socket-path "$tmp/d.sock" --shared-dir "$tmp/share" --sandbox namespace
 NS
         if start_daemon "$tmp/syslog-stderr.log" unshare -m bash "$tmp/ns.sh"; then
