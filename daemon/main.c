@@ -151,8 +151,11 @@ static int run(int argc, char *argv[]) {
                 return r > 0 ? 0 : EXIT_USAGE;
         }
         log_set_max_level(config.log_level);
-        if (config.syslog)
-                log_open_syslog(config.instance);
+        if (config.syslog) {
+                r = log_open_syslog(config.instance);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot log to syslog (/dev/log: %m); logging to stderr");
+        }
         log_startup_notes(&config);
         /* The process the launcher started: SOCK.pid holds it, also when a sandboxed child serves. */
         config.main_pid = getpid();
@@ -199,7 +202,7 @@ static int run(int argc, char *argv[]) {
         if (r >= 0)
                 r = lockdown(m, &config);
         if (r < 0) {
-                (void) sandbox_notifyf("ERRNO=%d", -r);
+                (void)sandbox_notifyf("ERRNO=%d", -r);
                 m = manager_free(m);
                 config_done(&config);
                 return 1;

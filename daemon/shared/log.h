@@ -11,8 +11,9 @@ extern int log_max_level;
 
 void log_set_max_level(int level);
 /* From now on log to syslog (the journal), as "vufsd[PID]" or "vufsd@INSTANCE[PID]", facility
- * daemon, instead of stderr (--syslog). */
-void log_open_syslog(const char *instance);
+ * daemon, instead of stderr (--syslog). Returns negative errno (and logging stays on stderr) when
+ * /dev/log cannot be reached. */
+int log_open_syslog(const char *instance);
 int log_level_from_string(const char *s);
 
 /* Writes one line "<N>message" (the prefix lets journald keep the priority). Returns -abs(error)
