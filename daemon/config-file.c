@@ -89,39 +89,42 @@ static int apply_readonly(Config *c, const char *path, const KeyDef *def, const 
 }
 
 static int apply_mode(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
-        static const char *const modes[] = { "inline", "pool", "auto", NULL };
-        if (!one_of(s, modes))
+        ThreadMode m = thread_mode_from_string(s);
+        if (m < 0)
                 return file_error(path, def, s, "must be inline, pool or auto");
-        return set_str(&c->threads, s);
+        c->threads_given = m;
+        return 0;
 }
 
 static int apply_pool_size(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
-        c->thread_pool_size = (int) u;
+        c->thread_pool_size_given = (int)u;
         return 0;
 }
 
 static int apply_queues(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
-        c->n_request_queues = (unsigned) u;
+        c->n_request_queues = (unsigned)u;
         return 0;
 }
 
 static int apply_poll_us(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
-        c->poll_us = (unsigned) u;
+        c->poll_us = (unsigned)u;
         return 0;
 }
 
 static int apply_sandbox(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
-        static const char *const modes[] = { "namespace", "chroot", "none", NULL };
-        if (!one_of(s, modes))
+        SandboxMode m = sandbox_mode_from_string(s);
+        if (m < 0)
                 return file_error(path, def, s, "must be namespace, chroot or none");
-        return set_str(&c->sandbox, s);
+        c->sandbox = m;
+        return 0;
 }
 
 static int apply_seccomp(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
-        static const char *const modes[] = { "kill", "log", "trap", "none", NULL };
-        if (!one_of(s, modes))
+        SyscallFilter f = syscall_filter_from_string(s);
+        if (f < 0)
                 return file_error(path, def, s, "must be kill, log, trap or none");
-        return set_str(&c->seccomp, s);
+        c->seccomp = f;
+        return 0;
 }
 
 static int apply_rlimit(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
@@ -143,6 +146,7 @@ static int apply_log_level(Config *c, const char *path, const KeyDef *def, const
         if (l < 0)
                 return file_error(path, def, s, "unknown log level (err, warning, notice, info, debug)");
         c->log_level = l;
+        c->log_level_given = true;
         return 0;
 }
 
@@ -240,8 +244,10 @@ int config_file_path_for_instance(const char *instance, char **ret) {
         char *p;
 
         if (config_file_instance_name_valid(instance) < 0) {
-                fprintf(stderr, "vufsd: invalid instance name \"%s\" (1-64 characters of A-Z a-z 0-9 _ . : @ -, "
-                                "not starting with a dot)\n", instance ?: "");
+                fprintf(stderr,
+                        "vufsd: invalid instance name \"%s\" (1-64 characters of A-Z a-z 0-9 _ . : @ -, "
+                        "not starting with a dot)\n",
+                        instance ?: "");
                 return -EINVAL;
         }
         if (asprintf(&p, "%s/%s.conf", VUFSD_CONFIG_DIR, instance) < 0)

@@ -1,26 +1,70 @@
-/* config.c: defaults and command-line parsing (native options and virtiofsd's -o forms). */
+/* config.c: defaults and command-line parsing: vufsd's own options, the Rust virtiofsd 1.14 command
+ * line (long options and -o keys), the C virtiofsd's -o forms. One table holds every option with
+ * its help text: --help, the option list the tests compare with the man page and
+ * docs/launchers.md, and getopt's table all come from it. */
 #include "config.h"
 
 #include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "capabilities.h"
 #include "config-file.h"
 #include "device.h"
 #include "dir-stream.h"
-#include "executor.h"
 #include "log.h"
-#include "sandbox.h"
-#include "seccomp-filter.h"
+
+static const char *const inode_file_handles_table[_INODE_FILE_HANDLES_MAX] = {
+        [INODE_FILE_HANDLES_NEVER] = "never",
+        [INODE_FILE_HANDLES_PREFER] = "prefer",
+        [INODE_FILE_HANDLES_MANDATORY] = "mandatory",
+};
+DEFINE_STRING_TABLE_LOOKUP(inode_file_handles, InodeFileHandles, _INODE_FILE_HANDLES_MAX);
+
+static const char *const migration_mode_table[_MIGRATION_MODE_MAX] = {
+        [MIGRATION_FIND_PATHS] = "find-paths",
+        [MIGRATION_FILE_HANDLES] = "file-handles",
+};
+DEFINE_STRING_TABLE_LOOKUP(migration_mode, MigrationMode, _MIGRATION_MODE_MAX);
+
+static const char *const migration_on_error_table[_MIGRATION_ON_ERROR_MAX] = {
+        [MIGRATION_ON_ERROR_ABORT] = "abort",
+        [MIGRATION_ON_ERROR_GUEST_ERROR] = "guest-error",
+};
+DEFINE_STRING_TABLE_LOOKUP(migration_on_error, MigrationOnError, _MIGRATION_ON_ERROR_MAX);
+
+static const char *const id_translate_table[_ID_TRANSLATE_MAX] = {
+        [ID_TRANSLATE_GUEST] = "guest",
+        [ID_TRANSLATE_HOST] = "host",
+        [ID_TRANSLATE_SQUASH_GUEST] = "squash-guest",
+        [ID_TRANSLATE_SQUASH_HOST] = "squash-host",
+        [ID_TRANSLATE_FORBID_GUEST] = "forbid-guest",
+        [ID_TRANSLATE_MAP] = "map",
+};
+DEFINE_STRING_TABLE_LOOKUP(id_translate, IdTranslateType, _ID_TRANSLATE_MAX);
 
 void config_init(Config *c) {
-        *c = (Config) {
+        *c = (Config){
                 .listen_fd = -1,
                 .n_request_queues = 1,
                 .log_level = LOG_INFO,
-                .thread_pool_size = -1,
+                .threads_given = -1,
+                .thread_pool_size_given = -1,
+                .sandbox = sandbox_mode_default(),
+                .seccomp = syscall_filter_default(),
+                .capabilities = capabilities_default(),
+                .posix_acl_mode = FEATURE_NEVER,
+                .security_label_mode = FEATURE_NEVER,
+                .inode_file_handles = INODE_FILE_HANDLES_NEVER,
+                .migration_mode = MIGRATION_FIND_PATHS,
+                .migration_on_error = MIGRATION_ON_ERROR_ABORT,
                 .fs = FS_OPTIONS_DEFAULT,
         };
 }
@@ -29,87 +73,25 @@ void config_done(Config *c) {
         free(c->socket_path);
         free(c->socket_group);
         free(c->shared_dir);
-        free(c->threads);
-        free(c->sandbox);
-        free(c->seccomp);
-        free(c->modcaps);
+        free(c->tag);
+        xattr_map_free(c->xattrmap);
         free(c->instance);
         free(c->bus);
         free(c->bus_user);
         free(c->config_file);
-        *c = (Config) {};
+        *c = (Config){};
 }
 
-static void help(void) {
-        printf("Usage: vufsd [OPTIONS] --shared-dir DIR (--socket-path PATH | --fd N | socket activation)\n"
-               "\n"
-               "A virtio-fs vhost-user backend: serves DIR to a virtual machine over the vhost-user\n"
-               "socket QEMU connects to.\n"
-               "\n"
-               "Listening (exactly one):\n"
-               "  --socket-path=PATH        create and listen on a unix socket (locked by PATH.lock;\n"
-               "                            a stale socket is replaced)\n"
-               "  --fd=N                    serve on an already listening socket (libvirt)\n"
-               "  (none)                    systemd socket activation (LISTEN_FDS)\n"
-               "  --socket-group=GROUP      group owning the socket created by --socket-path\n"
-               "  --keep-listening          accept a new frontend after a disconnect instead of exiting\n"
-               "\n"
-               "Filesystem:\n"
-               "  --shared-dir=DIR          the directory to share (required)\n"
-               "  --cache=never|metadata|auto|always\n"
-               "                            cache policy (default auto; \"none\" means never)\n"
-               "  --num-request-queues=N    request queues served, 1..%d (default 1)\n"
-               "  -o OPT[,OPT...]           virtiofsd-compatible options: source=DIR, cache=POLICY,\n"
-               "                            timeout=SECONDS, xattr|no_xattr, flock|no_flock,\n"
-               "                            posix_lock|no_posix_lock, readdirplus|no_readdirplus,\n"
-               "                            writeback|no_writeback, sandbox=MODE, modcaps=LIST, log_level=LEVEL\n"
-               "  --xattr                   enable extended attributes\n"
-               "  --readonly                refuse every change (EROFS)\n"
-               "\n"
-               "Threads:\n"
-               "  --threads=inline|pool|auto\n"
-               "                            inline: each queue thread runs its requests in guest order\n"
-               "                            (default); pool: a shared pool of workers runs them; auto:\n"
-               "                            inline until requests back up or would block\n"
-               "  --thread-pool-size=N      workers for pool/auto, 1..1024 (default 2 per CPU, 4..64);\n"
-               "                            without --threads: 0 = inline, N = pool of N (virtiofsd)\n"
-               "  --poll-us=N               request queue threads watch the ring N microseconds before\n"
-               "                            sleeping: lower latency, one busy CPU per queue (default 0)\n"
-               "\n"
-               "Configuration:\n"
-               "  --instance=NAME           instance name (systemd: %%i); reads " VUFSD_CONFIG_DIR "/NAME.conf\n"
-               "                            when it exists\n"
-               "  --config=FILE             read this configuration file (must exist) instead\n"
-               "                            (the command line overrides what a file sets)\n"
-               "\n"
-               "Control:\n"
-               "  --bus=system|session|none|ADDRESS\n"
-               "                            D-Bus bus for the control interface (default: system as\n"
-               "                            root, session otherwise); serving goes on without one\n"
-               "  --bus-user=USER           identity of the bus connection when run as root (default\n"
-               "                            vufsd-bus, for the system bus; never root)\n"
-               "\n"
-               "Other:\n"
-               "  --sandbox=namespace|chroot|none\n"
-               "                            confine to the shared directory (default namespace as\n"
-               "                            root, none otherwise; see docs/security.md)\n"
-               "  --seccomp=kill|log|trap|none\n"
-               "                            system call allowlist; what a call outside it does\n"
-               "                            (default kill)\n"
-               "  --modcaps=+CAP:-CAP...    add to or remove from the capabilities kept\n"
-               "  --allow-privileged-files  let the guest make device nodes and set-user/group-id\n"
-               "                            files in the share, and mount it with suid,dev in the\n"
-               "                            sandbox (default: refused/stripped, nosuid,nodev: a host\n"
-               "                            user could use such files; see docs/security.md)\n"
-               "  --rlimit-nofile=N         open-file limit to set\n"
-               "  --dir-buffer-max=BYTES    directory read-ahead kept for all open directories\n"
-               "                            (default 64 MiB, at least 16384)\n"
-               "  --log-level=LEVEL         err, warning, notice, info (default), debug\n"
-               "  -d, --debug               same as --log-level=debug\n"
-               "  --print-capabilities      print the vhost-user backend capabilities (JSON) and exit\n"
-               "  -h, --help                show this help\n"
-               "  -V, --version             show the version\n",
-               DEVICE_MAX_REQUEST_QUEUES);
+static int usage_error(const char *fmt, ...) _printf_(1, 2);
+static int usage_error(const char *fmt, ...) {
+        va_list ap;
+
+        fputs("vufsd: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputs(" (see --help)\n", stderr);
+        return -EINVAL;
 }
 
 static int set_string(char **dst, const char *v) {
@@ -125,7 +107,7 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *ret) {
         char *end;
         unsigned long long v;
 
-        if (!s || !*s || *s == '-')
+        if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
                 return -EINVAL;
         errno = 0;
         v = strtoull(s, &end, 10);
@@ -135,27 +117,198 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *ret) {
         return 0;
 }
 
-static int set_cache(Config *c, const char *v) {
+static int set_cache(Config *c, const char *what, const char *v) {
         CachePolicy p = cache_policy_from_string(v);
-        if (p < 0) {
-                fprintf(stderr, "vufsd: unknown cache policy \"%s\" (never, metadata, auto, always)\n", v);
-                return -EINVAL;
-        }
+        if (p < 0)
+                return usage_error("%s: unknown cache policy \"%s\" (auto, always, never, metadata)", what, v);
         c->fs.cache = p;
         return 0;
 }
 
-static int set_log_level(Config *c, const char *v) {
-        int l = log_level_from_string(v);
-        if (l < 0) {
-                fprintf(stderr, "vufsd: unknown log level \"%s\"\n", v);
-                return -EINVAL;
-        }
+/* The Rust virtiofsd's level names (error, warn, info, debug, trace, off) and syslog's. */
+static int level_from_string(const char *v) {
+        if (streq(v, "trace"))
+                return LOG_DEBUG;
+        if (streq(v, "off"))
+                return -1; /* below every level: nothing is logged */
+        return log_level_from_string(v);
+}
+
+static int set_log_level(Config *c, const char *what, const char *v) {
+        int l = level_from_string(v);
+        if (l < -1)
+                return usage_error("%s: unknown log level \"%s\" (error, warn, info, debug, trace, off)", what, v);
         c->log_level = l;
+        c->log_level_given = true;
         return 0;
 }
 
-/* One "-o" option in the C virtiofsd's syntax. */
+static int set_sandbox(Config *c, const char *what, const char *v) {
+        SandboxMode m = sandbox_mode_from_string(v);
+        if (m < 0)
+                return usage_error("%s: sandbox must be namespace, chroot or none, got \"%s\"", what, v);
+        c->sandbox = m;
+        return 0;
+}
+
+static int set_modcaps(Config *c, const char *v) {
+        /* Applied to the default set each time: a repeated --modcaps replaces the earlier one. */
+        uint64_t caps = capabilities_default();
+        if (capabilities_modify(&caps, v) < 0)
+                return usage_error("--modcaps: invalid capability list \"%s\"", v);
+        c->capabilities = caps;
+        return 0;
+}
+
+static int set_tag(Config *c, const char *v) {
+        size_t n = strlen(v);
+        if (n == 0 || n > CONFIG_MAX_TAG_LEN)
+                return usage_error("--tag: the tag must be 1..%d bytes, got %zu", CONFIG_MAX_TAG_LEN, n);
+        return set_string(&c->tag, v);
+}
+
+static int set_xattrmap(Config *c, const char *what, const char *v) {
+        const char *why = NULL;
+        XattrMap *m = NULL;
+        int r = xattr_map_parse(v, &m, &why);
+
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return usage_error("%s: %s in \"%s\"", what, why, v);
+        xattr_map_free(c->xattrmap);
+        c->xattrmap = m;
+        c->fs.xattr = true; /* a map implies xattrs, as in the Rust virtiofsd */
+        return 0;
+}
+
+static int set_feature_mode(FeatureMode *dst, const char *what, const char *v) {
+        FeatureMode m;
+
+        if (!v) { /* the bare flag: on, as before the modes existed */
+                *dst = FEATURE_ALWAYS;
+                return 0;
+        }
+        m = feature_mode_from_string(v);
+        if (m < 0)
+                return usage_error("%s: mode must be never, auto or always, got \"%s\"", what, v);
+        *dst = m;
+        return 0;
+}
+
+/* ":A:B:C:" with decimal fields; the count must not be 0 and neither range may pass 2^32. */
+int config_parse_id_map(const char *s, IdMapEntry *ret) {
+        uint64_t v[3];
+        const char *p = s;
+
+        if (!s || *p != ':')
+                return -EINVAL;
+        p++;
+        for (unsigned i = 0; i < 3; i++) {
+                const char *end = strchr(p, ':');
+                char buf[16];
+                size_t n;
+
+                if (!end)
+                        return -EINVAL;
+                n = (size_t)(end - p);
+                if (n == 0 || n >= sizeof buf)
+                        return -EINVAL;
+                memcpy(buf, p, n);
+                buf[n] = '\0';
+                if (parse_uint(buf, UINT32_MAX, &v[i]) < 0)
+                        return -EINVAL;
+                p = end + 1;
+        }
+        if (*p != '\0' || v[2] == 0 || v[0] + v[2] > (uint64_t)UINT32_MAX + 1 ||
+            v[1] + v[2] > (uint64_t)UINT32_MAX + 1)
+                return -EINVAL;
+        *ret = (IdMapEntry){ .inside = (uint32_t)v[0], .outside = (uint32_t)v[1], .count = (uint32_t)v[2] };
+        return 0;
+}
+
+/* "TYPE:SOURCE:TARGET:COUNT", or "forbid-guest:BASE:COUNT". */
+int config_parse_id_translate(const char *s, IdTranslateEntry *ret) {
+        _cleanup_free_ char *copy = NULL;
+        char *fields[5], *save = NULL, *t;
+        unsigned n = 0, want;
+        uint64_t v[3] = {};
+        IdTranslateType type;
+
+        if (!s)
+                return -EINVAL;
+        copy = strdup(s);
+        if (!copy)
+                return -ENOMEM;
+        /* strtok_r would merge empty fields; split by hand so "map::1:2" is an error. */
+        for (t = copy;; t = save + 1) {
+                save = strchr(t, ':');
+                if (n == ELEMENTSOF(fields))
+                        return -EINVAL;
+                fields[n++] = t;
+                if (!save)
+                        break;
+                *save = '\0';
+        }
+        type = id_translate_from_string(fields[0]);
+        if (type < 0)
+                return -EINVAL;
+        want = type == ID_TRANSLATE_FORBID_GUEST ? 3 : 4;
+        if (n != want)
+                return -EINVAL;
+        for (unsigned i = 1; i < n; i++)
+                if (parse_uint(fields[i], UINT32_MAX, &v[i - 1]) < 0)
+                        return -EINVAL;
+        if (type == ID_TRANSLATE_FORBID_GUEST) {
+                v[2] = v[1];
+                v[1] = 0;
+        }
+        if (v[2] == 0 || v[0] + v[2] > (uint64_t)UINT32_MAX + 1 ||
+            (type != ID_TRANSLATE_FORBID_GUEST && type != ID_TRANSLATE_SQUASH_GUEST &&
+             type != ID_TRANSLATE_SQUASH_HOST && v[1] + v[2] > (uint64_t)UINT32_MAX + 1))
+                return -EINVAL;
+        *ret = (IdTranslateEntry){
+                .type = type, .source = (uint32_t)v[0], .target = (uint32_t)v[1], .count = (uint32_t)v[2]
+        };
+        return 0;
+}
+
+static int add_id_map(IdMapList *l, const char *what, const char *v) {
+        IdMapEntry e;
+
+        if (config_parse_id_map(v, &e) < 0)
+                return usage_error("%s: expected :NAMESPACE_ID:HOST_ID:COUNT: with COUNT >= 1 and both ranges "
+                                   "below 2^32, got \"%s\"",
+                                   what, v);
+        for (unsigned i = 0; i < l->n; i++) {
+                const IdMapEntry *o = &l->e[i];
+                if ((uint64_t)e.inside < (uint64_t)o->inside + o->count &&
+                    (uint64_t)o->inside < (uint64_t)e.inside + e.count)
+                        return usage_error("%s: \"%s\" overlaps an earlier entry inside the namespace", what, v);
+                if ((uint64_t)e.outside < (uint64_t)o->outside + o->count &&
+                    (uint64_t)o->outside < (uint64_t)e.outside + e.count)
+                        return usage_error("%s: \"%s\" overlaps an earlier entry on the host", what, v);
+        }
+        if (l->n == CONFIG_MAX_ID_ENTRIES)
+                return usage_error("%s: at most %d entries", what, CONFIG_MAX_ID_ENTRIES);
+        l->e[l->n++] = e;
+        return 0;
+}
+
+static int add_id_translate(IdTranslateList *l, const char *what, const char *v) {
+        IdTranslateEntry e;
+
+        if (config_parse_id_translate(v, &e) < 0)
+                return usage_error("%s: expected TYPE:SOURCE:TARGET:COUNT (TYPE guest, host, squash-guest, "
+                                   "squash-host or map) or forbid-guest:BASE:COUNT, got \"%s\"",
+                                   what, v);
+        if (l->n == CONFIG_MAX_ID_ENTRIES)
+                return usage_error("%s: at most %d entries", what, CONFIG_MAX_ID_ENTRIES);
+        l->e[l->n++] = e;
+        return 0;
+}
+
+/* One "-o" option: the Rust virtiofsd's keys and the C virtiofsd's. */
 static int parse_o_option(Config *c, char *opt) {
         static const struct {
                 const char *name;
@@ -169,8 +322,6 @@ static int parse_o_option(Config *c, char *opt) {
                 { "announce_submounts", offsetof(Config, fs.announce_submounts) },
                 { "allow_direct_io", offsetof(Config, fs.allow_direct_io) },
                 { "killpriv_v2", offsetof(Config, fs.killpriv_v2) },
-                { "posix_acl", offsetof(Config, fs.posix_acl) },
-                { "security_label", offsetof(Config, fs.security_label) },
                 { "readonly", offsetof(Config, fs.readonly) },
         };
         char *val = strchr(opt, '=');
@@ -181,18 +332,22 @@ static int parse_o_option(Config *c, char *opt) {
         if (val) {
                 if (streq(opt, "source"))
                         return set_string(&c->shared_dir, val);
+                if (streq(opt, "vhost_user_socket")) /* the C virtiofsd's socket option */
+                        return set_string(&c->socket_path, val);
                 if (streq(opt, "cache"))
-                        return set_cache(c, val);
+                        return set_cache(c, "-o cache", val);
                 if (streq(opt, "sandbox"))
-                        return set_string(&c->sandbox, val);
+                        return set_sandbox(c, "-o sandbox", val);
                 if (streq(opt, "modcaps"))
-                        return set_string(&c->modcaps, val);
-                if (streq(opt, "log_level"))
-                        return set_log_level(c, val);
+                        return set_modcaps(c, val);
+                if (streq(opt, "log_level") || streq(opt, "loglevel"))
+                        return set_log_level(c, "-o log_level", val);
+                if (streq(opt, "xattrmap"))
+                        return set_xattrmap(c, "-o xattrmap", val);
                 if (streq(opt, "timeout")) {
                         char *end;
                         double t = strtod(val, &end);
-                        if (*end || t < 0 || t > 1e9)
+                        if (*end || end == val || t < 0 || t > 1e9)
                                 goto bad;
                         c->fs.timeout = t;
                         return 0;
@@ -200,13 +355,13 @@ static int parse_o_option(Config *c, char *opt) {
                 if (streq(opt, "thread_pool_size")) {
                         if (parse_uint(val, 1024, &u) < 0)
                                 goto bad;
-                        c->thread_pool_size = (int) u;
+                        c->thread_pool_size_given = (int)u;
                         return 0;
                 }
                 goto bad;
         }
         for (size_t i = 0; i < ELEMENTSOF(bools); i++) {
-                bool *b = (bool *) ((char *) c + bools[i].offset);
+                bool *b = (bool *)((char *)c + bools[i].offset);
                 if (streq(opt, bools[i].name)) {
                         *b = true;
                         return 0;
@@ -216,12 +371,25 @@ static int parse_o_option(Config *c, char *opt) {
                         return 0;
                 }
         }
-        /* Accepted for compatibility; they describe what vufsd does anyway. */
-        if (streq(opt, "norace") || streq(opt, "no_posix_acl") || streq(opt, "allow_root"))
+        if (streq(opt, "posix_acl") || streq(opt, "no_posix_acl")) {
+                c->posix_acl_mode = opt[0] == 'n' ? FEATURE_NEVER : FEATURE_ALWAYS;
+                return 0;
+        }
+        if (streq(opt, "security_label") || streq(opt, "no_security_label")) {
+                c->security_label_mode = opt[0] == 'n' ? FEATURE_NEVER : FEATURE_ALWAYS;
+                return 0;
+        }
+        if (streq(opt, "debug")) {
+                c->log_level = LOG_DEBUG;
+                c->log_level_given = true;
+                return 0;
+        }
+        /* The C virtiofsd's: norace turned off a racy fallback vufsd never had; allow_root is a
+         * FUSE mount option without meaning for a virtio-fs device. */
+        if (streq(opt, "norace") || streq(opt, "allow_root"))
                 return 0;
 bad:
-        fprintf(stderr, "vufsd: unknown or invalid option \"-o %s%s%s\"\n", opt, val ? "=" : "", val ?: "");
-        return -EINVAL;
+        return usage_error("unknown or invalid option \"-o %s%s%s\"", opt, val ? "=" : "", val ?: "");
 }
 
 int config_parse_o(Config *c, const char *arg) {
@@ -256,77 +424,282 @@ int config_parse_o(Config *c, const char *arg) {
         return 0;
 }
 
+void config_apply_rust_log(Config *c, const char *value) {
+        _cleanup_free_ char *copy = NULL;
+        int bare = -2, ours = -2;
+        char *save = NULL;
+
+        if (!value || !*value || c->log_level_given)
+                return;
+        copy = strdup(value);
+        if (!copy)
+                return;
+        /* env_logger: comma-separated directives, each LEVEL, TARGET or TARGET=LEVEL (a bare
+         * TARGET means everything for it); a directive for our name beats a bare level. */
+        for (char *d = strtok_r(copy, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
+                char *eq = strchr(d, '=');
+                char lower[32];
+                size_t i;
+
+                if (eq) {
+                        *eq = '\0';
+                        if (!streq(d, "vufsd") && !streq(d, "virtiofsd"))
+                                continue;
+                        d = eq + 1;
+                        for (i = 0; d[i] && i < sizeof lower - 1; i++)
+                                lower[i] = (char)(d[i] >= 'A' && d[i] <= 'Z' ? d[i] + 32 : d[i]);
+                        lower[i] = '\0';
+                        if (level_from_string(lower) >= -1)
+                                ours = level_from_string(lower);
+                        continue;
+                }
+                if (streq(d, "vufsd") || streq(d, "virtiofsd")) {
+                        ours = LOG_DEBUG;
+                        continue;
+                }
+                for (i = 0; d[i] && i < sizeof lower - 1; i++)
+                        lower[i] = (char)(d[i] >= 'A' && d[i] <= 'Z' ? d[i] + 32 : d[i]);
+                lower[i] = '\0';
+                if (level_from_string(lower) >= -1)
+                        bare = level_from_string(lower);
+        }
+        if (ours >= -1)
+                c->log_level = ours;
+        else if (bare >= -1)
+                c->log_level = bare;
+}
+
 static void print_capabilities(void) {
         /* The vhost-user backend description libvirt reads; only what is really implemented.
          * "separate-options": libvirt may pass --shared-dir, --cache, --sandbox, --xattr,
-         * --thread-pool-size, --rlimit-nofile and --log-level as separate arguments instead of
-         * "-o" (tests/test-libvirt-args.sh serves a guest both ways). Not "migrate-precopy":
-         * vufsd has no device-state migration. */
+         * --thread-pool-size, --rlimit-nofile, --log-level and the id maps as separate arguments
+         * instead of "-o" (tests/compat serves a guest both ways). Not "migrate-precopy": vufsd has
+         * no device-state migration yet. */
         printf("{\n  \"type\": \"fs\",\n  \"features\": [\n    \"separate-options\"\n  ]\n}\n");
 }
 
-int config_parse_argv(Config *c, int argc, char *argv[]) {
-        enum {
-                ARG_SOCKET_PATH = 0x100,
-                ARG_FD,
-                ARG_SOCKET_GROUP,
-                ARG_SHARED_DIR,
-                ARG_CACHE,
-                ARG_QUEUES,
-                ARG_KEEP_LISTENING,
-                ARG_LOG_LEVEL,
-                ARG_THREAD_POOL_SIZE,
-                ARG_THREADS,
-                ARG_POLL_US,
-                ARG_SANDBOX,
-                ARG_SECCOMP,
-                ARG_MODCAPS,
-                ARG_RLIMIT_NOFILE,
-                ARG_XATTR,
-                ARG_READONLY,
-                ARG_PRINT_CAPS,
-                ARG_INSTANCE,
-                ARG_BUS,
-                ARG_BUS_USER,
-                ARG_DIR_BUFFER_MAX,
-                ARG_CONFIG,
-                ARG_ALLOW_PRIVILEGED_FILES,
-        };
-        static const struct option options[] = {
-                { "socket-path", required_argument, NULL, ARG_SOCKET_PATH },
-                { "fd", required_argument, NULL, ARG_FD },
-                { "socket-group", required_argument, NULL, ARG_SOCKET_GROUP },
-                { "shared-dir", required_argument, NULL, ARG_SHARED_DIR },
-                { "cache", required_argument, NULL, ARG_CACHE },
-                { "num-request-queues", required_argument, NULL, ARG_QUEUES },
-                { "keep-listening", no_argument, NULL, ARG_KEEP_LISTENING },
-                { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
-                { "thread-pool-size", required_argument, NULL, ARG_THREAD_POOL_SIZE },
-                { "threads", required_argument, NULL, ARG_THREADS },
-                { "poll-us", required_argument, NULL, ARG_POLL_US },
-                { "sandbox", required_argument, NULL, ARG_SANDBOX },
-                { "seccomp", required_argument, NULL, ARG_SECCOMP },
-                { "modcaps", required_argument, NULL, ARG_MODCAPS },
-                { "rlimit-nofile", required_argument, NULL, ARG_RLIMIT_NOFILE },
-                { "xattr", no_argument, NULL, ARG_XATTR },
-                { "readonly", no_argument, NULL, ARG_READONLY },
-                { "print-capabilities", no_argument, NULL, ARG_PRINT_CAPS },
-                { "instance", required_argument, NULL, ARG_INSTANCE },
-                { "bus", required_argument, NULL, ARG_BUS },
-                { "bus-user", required_argument, NULL, ARG_BUS_USER },
-                { "dir-buffer-max", required_argument, NULL, ARG_DIR_BUFFER_MAX },
-                { "config", required_argument, NULL, ARG_CONFIG },
-                { "allow-privileged-files", no_argument, NULL, ARG_ALLOW_PRIVILEGED_FILES },
-                { "debug", no_argument, NULL, 'd' },
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'V' },
-                {}
-        };
-        uint64_t u;
-        int opt, r = 0;
+/* Every option: getopt's table, --help and config_long_options come from here. */
+enum {
+        ARG_SOCKET_PATH = 0x100,
+        ARG_SOCKET,
+        ARG_FD,
+        ARG_SOCKET_GROUP,
+        ARG_KEEP_LISTENING,
+        ARG_SHARED_DIR,
+        ARG_TAG,
+        ARG_CACHE,
+        ARG_QUEUES,
+        ARG_XATTR,
+        ARG_POSIX_ACL,
+        ARG_SECURITY_LABEL,
+        ARG_XATTRMAP,
+        ARG_READONLY,
+        ARG_ANNOUNCE_SUBMOUNTS,
+        ARG_NO_ANNOUNCE_SUBMOUNTS,
+        ARG_ALLOW_DIRECT_IO,
+        ARG_ALLOW_MMAP,
+        ARG_NO_READDIRPLUS,
+        ARG_WRITEBACK,
+        ARG_KILLPRIV_V2,
+        ARG_NO_KILLPRIV_V2,
+        ARG_PRESERVE_NOATIME,
+        ARG_INODE_FILE_HANDLES,
+        ARG_THREAD_POOL_SIZE,
+        ARG_THREADS,
+        ARG_POLL_US,
+        ARG_SANDBOX,
+        ARG_SECCOMP,
+        ARG_MODCAPS,
+        ARG_RLIMIT_NOFILE,
+        ARG_UID_MAP,
+        ARG_GID_MAP,
+        ARG_TRANSLATE_UID,
+        ARG_TRANSLATE_GID,
+        ARG_MIGRATION_MODE,
+        ARG_MIGRATION_ON_ERROR,
+        ARG_MIGRATION_VERIFY_HANDLES,
+        ARG_MIGRATION_CONFIRM_PATHS,
+        ARG_INSTANCE,
+        ARG_CONFIG,
+        ARG_BUS,
+        ARG_BUS_USER,
+        ARG_DIR_BUFFER_MAX,
+        ARG_ALLOW_PRIVILEGED_FILES,
+        ARG_LOG_LEVEL,
+        ARG_SYSLOG,
+        ARG_PRINT_CAPS,
+};
 
-        optind = 0; /* reset getopt: config_parse_argv may run more than once (tests) */
-        while ((opt = getopt_long(argc, argv, "hVdo:", options, NULL)) >= 0) {
+typedef struct OptionDef {
+        const char *name; /* NULL: a section heading (help) */
+        int has_arg;
+        int id;
+        const char *metavar;
+        const char *help;
+} OptionDef;
+
+#define SECTION(title)                                                                                                \
+        { NULL, 0, 0, NULL, title }
+
+static const OptionDef option_defs[] = {
+        SECTION("Listening (exactly one of --socket-path, --fd, systemd socket activation)"),
+        { "socket-path", required_argument, ARG_SOCKET_PATH, "PATH",
+          "create and listen on a unix socket; PATH.pid holds the pid, locked (a stale socket is replaced)" },
+        { "socket", required_argument, ARG_SOCKET, "PATH", "deprecated name of --socket-path" },
+        { "fd", required_argument, ARG_FD, "N", "serve on an already listening socket (libvirt, Kata, mkosi)" },
+        { "socket-group", required_argument, ARG_SOCKET_GROUP, "GROUP", "group owning the --socket-path socket" },
+        { "keep-listening", no_argument, ARG_KEEP_LISTENING, NULL,
+          "accept a new frontend after a disconnect instead of exiting" },
+        SECTION("Filesystem"),
+        { "shared-dir", required_argument, ARG_SHARED_DIR, "DIR",
+          "the directory to share (required; may be relative)" },
+        { "tag", required_argument, ARG_TAG, "TAG",
+          "tag in the device's config space (1..36 bytes), read by VMMs through VHOST_USER_GET_CONFIG" },
+        { "cache", required_argument, ARG_CACHE, "POLICY", "never (or none), metadata, auto (default), always" },
+        { "num-request-queues", required_argument, ARG_QUEUES, "N", "request queues served (default 1)" },
+        { "xattr", no_argument, ARG_XATTR, NULL, "enable extended attributes" },
+        { "posix-acl", optional_argument, ARG_POSIX_ACL, "[=MODE]",
+          "POSIX ACLs: never (default), auto (if the share supports them), always (bare flag); implies --xattr" },
+        { "security-label", optional_argument, ARG_SECURITY_LABEL, "[=MODE]",
+          "security label on creation (FUSE_SECURITY_CTX): never (default), auto, always (bare flag); implies "
+          "--xattr" },
+        { "xattrmap", required_argument, ARG_XATTRMAP, "RULES",
+          "rename extended attributes between guest and host (virtiofsd's rules, e.g. :map::user.virtiofs.:)" },
+        { "readonly", no_argument, ARG_READONLY, NULL, "refuse every change (EROFS)" },
+        { "announce-submounts", no_argument, ARG_ANNOUNCE_SUBMOUNTS, NULL,
+          "tell the guest which directories are mount points (default)" },
+        { "no-announce-submounts", no_argument, ARG_NO_ANNOUNCE_SUBMOUNTS, NULL, "do not announce submounts" },
+        { "allow-direct-io", no_argument, ARG_ALLOW_DIRECT_IO, NULL, "honour the guest's O_DIRECT on the host" },
+        { "allow-mmap", no_argument, ARG_ALLOW_MMAP, NULL,
+          "with --cache=never or metadata: let the guest mmap files shared (FUSE_DIRECT_IO_ALLOW_MMAP)" },
+        { "no-readdirplus", no_argument, ARG_NO_READDIRPLUS, NULL,
+          "do not offer READDIRPLUS (it is off with --cache=never)" },
+        { "writeback", no_argument, ARG_WRITEBACK, NULL, "offer the guest a writeback cache" },
+        { "killpriv-v2", no_argument, ARG_KILLPRIV_V2, NULL, "offer FUSE_HANDLE_KILLPRIV_V2" },
+        { "no-killpriv-v2", no_argument, ARG_NO_KILLPRIV_V2, NULL, "do not offer FUSE_HANDLE_KILLPRIV_V2 (default)" },
+        { "preserve-noatime", no_argument, ARG_PRESERVE_NOATIME, NULL,
+          "pass the guest's O_NOATIME on instead of dropping it" },
+        { "inode-file-handles", required_argument, ARG_INODE_FILE_HANDLES, "=MODE",
+          "never (default), prefer (accepted: falls back to O_PATH fds everywhere), mandatory (refused); needs the "
+          "'='" },
+        SECTION("Threads"),
+        { "thread-pool-size", required_argument, ARG_THREAD_POOL_SIZE, "N",
+          "workers for pool/auto, 1..1024; without --threads: 0 = inline, N = pool of N (virtiofsd)" },
+        { "threads", required_argument, ARG_THREADS, "MODE",
+          "inline (default): queue threads run requests in guest order; pool; auto" },
+        { "poll-us", required_argument, ARG_POLL_US, "N", "busy-poll the request queues N microseconds (default 0)" },
+        SECTION("Process and confinement"),
+        { "sandbox", required_argument, ARG_SANDBOX, "MODE", "namespace (default as root), chroot, none" },
+        { "seccomp", required_argument, ARG_SECCOMP, "ACTION", "kill (default), log, trap, none" },
+        { "modcaps", required_argument, ARG_MODCAPS, "+CAP:-CAP", "add to or remove from the capabilities kept" },
+        { "allow-privileged-files", no_argument, ARG_ALLOW_PRIVILEGED_FILES, NULL,
+          "let the guest make device nodes and set-user/group-id files; the share is mounted suid,dev in the sandbox "
+          "(default: refused/stripped, nosuid,nodev; see docs/security.md)" },
+        { "dir-buffer-max", required_argument, ARG_DIR_BUFFER_MAX, "BYTES",
+          "directory read-ahead kept for all open directories (default 64 MiB, at least 16384)" },
+        { "rlimit-nofile", required_argument, ARG_RLIMIT_NOFILE, "N", "open-file limit to set (0 leaves it)" },
+        { "uid-map", required_argument, ARG_UID_MAP,
+          ":NS:HOST:COUNT:", "user namespace uid mapping, repeatable (identity only until issue 16; others refused)" },
+        { "gid-map", required_argument, ARG_GID_MAP, ":NS:HOST:COUNT:", "the same for gids" },
+        { "translate-uid", required_argument, ARG_TRANSLATE_UID, "TYPE:SRC:DST:N",
+          "uid translation, repeatable (identity only until issue 16; others refused)" },
+        { "translate-gid", required_argument, ARG_TRANSLATE_GID, "TYPE:SRC:DST:N", "the same for gids" },
+        SECTION("Migration (validated; device-state migration is not built yet)"),
+        { "migration-mode", required_argument, ARG_MIGRATION_MODE, "MODE", "find-paths (default), file-handles" },
+        { "migration-on-error", required_argument, ARG_MIGRATION_ON_ERROR, "ACTION", "abort (default), guest-error" },
+        { "migration-verify-handles", no_argument, ARG_MIGRATION_VERIFY_HANDLES, NULL, "find-paths only" },
+        { "migration-confirm-paths", no_argument, ARG_MIGRATION_CONFIRM_PATHS, NULL, "find-paths only" },
+        SECTION("Configuration and control"),
+        { "instance", required_argument, ARG_INSTANCE, "NAME",
+          "instance name (systemd: %i); reads " VUFSD_CONFIG_DIR "/NAME.conf when it exists" },
+        { "config", required_argument, ARG_CONFIG, "FILE", "read this configuration file (the command line wins)" },
+        { "bus", required_argument, ARG_BUS, "BUS",
+          "system, session, none or a D-Bus address for the control interface" },
+        { "bus-user", required_argument, ARG_BUS_USER, "USER",
+          "identity of the bus connection when run as root (default vufsd-bus, for the system bus; never root)" },
+        SECTION("Logging and information"),
+        { "log-level", required_argument, ARG_LOG_LEVEL, "LEVEL",
+          "error, warn, info (default), debug, trace, off; RUST_LOG applies when not given" },
+        { "syslog", no_argument, ARG_SYSLOG, NULL, "log to syslog (the journal) instead of stderr" },
+        { "debug", no_argument, 'd', NULL, "same as --log-level=debug (also -d)" },
+        { "print-capabilities", no_argument, ARG_PRINT_CAPS, NULL,
+          "print the vhost-user backend capabilities (JSON)" },
+        { "help", no_argument, 'h', NULL, "show this help (also -h)" },
+        { "version", no_argument, 'V', NULL, "show the version (also -V)" },
+};
+
+const char *config_option_name(size_t i) {
+        for (size_t k = 0; k < ELEMENTSOF(option_defs); k++)
+                if (option_defs[k].name && i-- == 0)
+                        return option_defs[k].name;
+        return NULL;
+}
+
+static void help(void) {
+        printf("Usage: vufsd [OPTIONS] --shared-dir DIR (--socket-path PATH | --fd N | socket activation)\n"
+               "\n"
+               "A virtio-fs vhost-user backend: serves DIR to a virtual machine over the vhost-user\n"
+               "socket its VMM connects to. Accepts the Rust virtiofsd's and QEMU's C virtiofsd's\n"
+               "command lines.\n");
+        for (size_t i = 0; i < ELEMENTSOF(option_defs); i++) {
+                const OptionDef *d = &option_defs[i];
+                char left[64];
+
+                if (!d->name) {
+                        printf("\n%s:\n", d->help);
+                        continue;
+                }
+                snprintf(left, sizeof left, "--%s%s%s", d->name,
+                         !d->metavar                                    ? ""
+                         : d->metavar[0] == '=' || d->metavar[0] == '[' ? ""
+                                                                        : "=",
+                         d->metavar ?: "");
+                if (strlen(left) > 26)
+                        printf("  %s\n  %-26s %s\n", left, "", d->help);
+                else
+                        printf("  %-26s %s\n", left, d->help);
+        }
+        printf("\nShort and compatibility forms:\n"
+               "  -o OPT[,OPT...]            the virtiofsd -o keys: source=DIR, vhost_user_socket=PATH,\n"
+               "                             cache=, sandbox=, modcaps=, log_level= / loglevel=, timeout=,\n"
+               "                             thread_pool_size=, [no_]xattr, [no_]flock, [no_]posix_lock,\n"
+               "                             [no_]readdirplus, [no_]writeback, [no_]announce_submounts,\n"
+               "                             [no_]allow_direct_io, [no_]killpriv_v2, [no_]posix_acl,\n"
+               "                             [no_]security_label, [no_]readonly, debug, norace, allow_root\n"
+               "                             (\",,\" is a literal comma)\n"
+               "  -d                         --log-level=debug (deprecated)\n"
+               "  -f                         foreground: no effect, vufsd never daemonizes (deprecated)\n"
+               "  -h, -V                     --help, --version\n"
+               "\nRepeated options: the last one wins (--uid-map, --gid-map, --translate-* add entries).\n"
+               "Usage errors exit with status 2.\n");
+}
+
+static struct option getopt_options[ELEMENTSOF(option_defs) + 1];
+
+static void build_getopt_options(void) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(option_defs); i++)
+                if (option_defs[i].name)
+                        getopt_options[n++] = (struct option){ option_defs[i].name, option_defs[i].has_arg, NULL,
+                                                               option_defs[i].id };
+        getopt_options[n] = (struct option){};
+}
+
+static int set_uint_option(const char *name, const char *v, uint64_t min, uint64_t max, uint64_t *ret) {
+        if (parse_uint(v, max, ret) < 0 || *ret < min)
+                return usage_error("--%s must be a number %" PRIu64 "..%" PRIu64 ", got \"%s\"", name, min, max, v);
+        return 0;
+}
+
+int config_parse_argv(Config *c, int argc, char *argv[]) {
+        uint64_t u;
+        int opt, idx, r = 0;
+
+        build_getopt_options();
+        optind = 0; /* reset getopt: config_parse_argv may run more than once (tests, config files) */
+        opterr = 1;
+        while ((opt = getopt_long(argc, argv, "hVdfo:", getopt_options, &idx)) >= 0) {
                 switch (opt) {
                 case 'h':
                         help();
@@ -339,83 +712,163 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         return 1;
                 case 'd':
                         c->log_level = LOG_DEBUG;
+                        c->log_level_given = true;
+                        /* -d is the deprecated short form; --debug is vufsd's own */
+                        c->deprecated_d = c->deprecated_d || (optind > 0 && streq(argv[optind - 1], "-d"));
+                        break;
+                case 'f':
+                        c->deprecated_f = true;
                         break;
                 case 'o':
+                        c->deprecated_o = true;
                         r = config_parse_o(c, optarg);
                         break;
+                case ARG_SOCKET:
+                        c->deprecated_socket = true;
+                        __attribute__((fallthrough));
                 case ARG_SOCKET_PATH:
                         r = set_string(&c->socket_path, optarg);
                         break;
                 case ARG_FD:
-                        if (parse_uint(optarg, INT32_MAX, &u) < 0) {
-                                fprintf(stderr, "vufsd: --fd needs a file descriptor number, got \"%s\"\n", optarg);
-                                return -EINVAL;
-                        }
-                        c->listen_fd = (int) u;
+                        r = set_uint_option("fd", optarg, 0, INT32_MAX, &u);
+                        c->listen_fd = (int)u;
                         break;
                 case ARG_SOCKET_GROUP:
                         r = set_string(&c->socket_group, optarg);
                         break;
-                case ARG_SHARED_DIR:
-                        r = set_string(&c->shared_dir, optarg);
-                        break;
-                case ARG_CACHE:
-                        r = set_cache(c, optarg);
-                        break;
-                case ARG_QUEUES:
-                        if (parse_uint(optarg, DEVICE_MAX_REQUEST_QUEUES, &u) < 0 || u < 1) {
-                                fprintf(stderr, "vufsd: --num-request-queues must be 1..%d\n", DEVICE_MAX_REQUEST_QUEUES);
-                                return -EINVAL;
-                        }
-                        c->n_request_queues = (unsigned) u;
-                        break;
                 case ARG_KEEP_LISTENING:
                         c->keep_listening = true;
                         break;
-                case ARG_LOG_LEVEL:
-                        r = set_log_level(c, optarg);
+                case ARG_SHARED_DIR:
+                        r = set_string(&c->shared_dir, optarg);
                         break;
-                case ARG_THREAD_POOL_SIZE:
-                        if (parse_uint(optarg, 1024, &u) < 0) {
-                                fprintf(stderr, "vufsd: --thread-pool-size must be 0..1024\n");
-                                return -EINVAL;
-                        }
-                        c->thread_pool_size = (int) u;
+                case ARG_TAG:
+                        r = set_tag(c, optarg);
                         break;
-                case ARG_THREADS:
-                        r = set_string(&c->threads, optarg);
+                case ARG_CACHE:
+                        r = set_cache(c, "--cache", optarg);
                         break;
-                case ARG_POLL_US:
-                        if (parse_uint(optarg, DEVICE_MAX_POLL_US, &u) < 0) {
-                                fprintf(stderr, "vufsd: --poll-us must be 0..%u\n", DEVICE_MAX_POLL_US);
-                                return -EINVAL;
-                        }
-                        c->poll_us = (unsigned) u;
-                        break;
-                case ARG_SANDBOX:
-                        r = set_string(&c->sandbox, optarg);
-                        break;
-                case ARG_SECCOMP:
-                        r = set_string(&c->seccomp, optarg);
-                        break;
-                case ARG_MODCAPS:
-                        r = set_string(&c->modcaps, optarg);
-                        break;
-                case ARG_RLIMIT_NOFILE:
-                        if (parse_uint(optarg, UINT32_MAX, &u) < 0) {
-                                fprintf(stderr, "vufsd: --rlimit-nofile needs a number\n");
-                                return -EINVAL;
-                        }
-                        c->rlimit_nofile = u;
+                case ARG_QUEUES:
+                        r = set_uint_option("num-request-queues", optarg, 1, DEVICE_MAX_REQUEST_QUEUES, &u);
+                        c->n_request_queues = (unsigned)u;
                         break;
                 case ARG_XATTR:
                         c->fs.xattr = true;
                         break;
+                case ARG_POSIX_ACL:
+                        r = set_feature_mode(&c->posix_acl_mode, "--posix-acl", optarg);
+                        break;
+                case ARG_SECURITY_LABEL:
+                        r = set_feature_mode(&c->security_label_mode, "--security-label", optarg);
+                        break;
+                case ARG_XATTRMAP:
+                        r = set_xattrmap(c, "--xattrmap", optarg);
+                        break;
                 case ARG_READONLY:
                         c->fs.readonly = true;
                         break;
-                case ARG_ALLOW_PRIVILEGED_FILES:
-                        c->fs.privileged_files = true;
+                case ARG_ANNOUNCE_SUBMOUNTS:
+                case ARG_NO_ANNOUNCE_SUBMOUNTS:
+                        c->fs.announce_submounts = opt == ARG_ANNOUNCE_SUBMOUNTS;
+                        break;
+                case ARG_ALLOW_DIRECT_IO:
+                        c->fs.allow_direct_io = true;
+                        break;
+                case ARG_ALLOW_MMAP:
+                        c->fs.allow_mmap = true;
+                        break;
+                case ARG_NO_READDIRPLUS:
+                        c->fs.readdirplus = false;
+                        break;
+                case ARG_WRITEBACK:
+                        c->fs.writeback = true;
+                        break;
+                case ARG_KILLPRIV_V2:
+                case ARG_NO_KILLPRIV_V2:
+                        c->fs.killpriv_v2 = opt == ARG_KILLPRIV_V2;
+                        break;
+                case ARG_PRESERVE_NOATIME:
+                        c->fs.preserve_noatime = true;
+                        break;
+                case ARG_INODE_FILE_HANDLES:
+                        /* clap's require_equals: "--inode-file-handles never" is an error. */
+                        if (optarg == argv[optind - 1]) {
+                                r = usage_error("--inode-file-handles needs its value after '=' "
+                                                "(--inode-file-handles=never|prefer|mandatory)");
+                                break;
+                        }
+                        if (streq(optarg, "fallback")) {
+                                c->deprecated_fallback = true;
+                                c->inode_file_handles = INODE_FILE_HANDLES_PREFER;
+                                break;
+                        }
+                        c->inode_file_handles = inode_file_handles_from_string(optarg);
+                        if (c->inode_file_handles < 0)
+                                r = usage_error("--inode-file-handles must be never, prefer or mandatory, got \"%s\"",
+                                                optarg);
+                        break;
+                case ARG_THREAD_POOL_SIZE:
+                        r = set_uint_option("thread-pool-size", optarg, 0, EXECUTOR_MAX_POOL_SIZE, &u);
+                        c->thread_pool_size_given = (int)u;
+                        break;
+                case ARG_THREADS:
+                        c->threads_given = thread_mode_from_string(optarg);
+                        if (c->threads_given < 0)
+                                r = usage_error("--threads must be inline, pool or auto, got \"%s\"", optarg);
+                        break;
+                case ARG_POLL_US:
+                        r = set_uint_option("poll-us", optarg, 0, DEVICE_MAX_POLL_US, &u);
+                        c->poll_us = (unsigned)u;
+                        break;
+                case ARG_SANDBOX:
+                        r = set_sandbox(c, "--sandbox", optarg);
+                        break;
+                case ARG_SECCOMP: {
+                        SyscallFilter f = syscall_filter_from_string(optarg);
+                        if (f < 0)
+                                r = usage_error("--seccomp must be kill, log, trap or none, got \"%s\"", optarg);
+                        else
+                                c->seccomp = f;
+                        break;
+                }
+                case ARG_MODCAPS:
+                        r = set_modcaps(c, optarg);
+                        break;
+                case ARG_RLIMIT_NOFILE:
+                        r = set_uint_option("rlimit-nofile", optarg, 0, UINT32_MAX, &u);
+                        c->rlimit_nofile = u;
+                        break;
+                case ARG_UID_MAP:
+                        r = add_id_map(&c->uid_map, "--uid-map", optarg);
+                        break;
+                case ARG_GID_MAP:
+                        r = add_id_map(&c->gid_map, "--gid-map", optarg);
+                        break;
+                case ARG_TRANSLATE_UID:
+                        r = add_id_translate(&c->translate_uid, "--translate-uid", optarg);
+                        break;
+                case ARG_TRANSLATE_GID:
+                        r = add_id_translate(&c->translate_gid, "--translate-gid", optarg);
+                        break;
+                case ARG_MIGRATION_MODE:
+                        c->migration_given = true;
+                        c->migration_mode = migration_mode_from_string(optarg);
+                        if (c->migration_mode < 0)
+                                r = usage_error("--migration-mode must be find-paths or file-handles, got \"%s\"",
+                                                optarg);
+                        break;
+                case ARG_MIGRATION_ON_ERROR:
+                        c->migration_given = true;
+                        c->migration_on_error = migration_on_error_from_string(optarg);
+                        if (c->migration_on_error < 0)
+                                r = usage_error("--migration-on-error must be abort or guest-error, got \"%s\"",
+                                                optarg);
+                        break;
+                case ARG_MIGRATION_VERIFY_HANDLES:
+                        c->migration_given = c->migration_verify_handles = true;
+                        break;
+                case ARG_MIGRATION_CONFIRM_PATHS:
+                        c->migration_given = c->migration_confirm_paths = true;
                         break;
                 case ARG_INSTANCE:
                         r = set_string(&c->instance, optarg);
@@ -428,68 +881,182 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         break;
                 case ARG_DIR_BUFFER_MAX:
                         if (parse_uint(optarg, DIR_STREAM_MAX_CAP, &u) < 0 || u < DIR_STREAM_BUF_SIZE) {
-                                fprintf(stderr, "vufsd: --dir-buffer-max must be %u..%llu bytes\n",
-                                        DIR_STREAM_BUF_SIZE, (unsigned long long) DIR_STREAM_MAX_CAP);
-                                return -EINVAL;
+                                return usage_error("--dir-buffer-max must be %u..%llu bytes", DIR_STREAM_BUF_SIZE,
+                                                   (unsigned long long)DIR_STREAM_MAX_CAP);
                         }
                         c->fs.dir_buffer_max = u;
+                        break;
+                case ARG_ALLOW_PRIVILEGED_FILES:
+                        c->fs.privileged_files = true;
                         break;
                 case ARG_CONFIG:
                         r = set_string(&c->config_file, optarg);
                         break;
-                default:
-                        fprintf(stderr, "vufsd: see --help for the options\n");
-                        return -EINVAL;
+                case ARG_LOG_LEVEL:
+                        r = set_log_level(c, "--log-level", optarg);
+                        break;
+                case ARG_SYSLOG:
+                        c->syslog = true;
+                        break;
+                default: /* getopt named the option already */
+                        return usage_error("invalid command line");
                 }
                 if (r < 0)
                         return r;
         }
-        if (optind < argc) {
-                fprintf(stderr, "vufsd: unexpected argument \"%s\"\n", argv[optind]);
-                return -EINVAL;
-        }
+        if (optind < argc)
+                return usage_error("unexpected argument \"%s\"", argv[optind]);
         return 0;
 }
 
-int config_verify(const Config *c) {
-        if (!c->shared_dir) {
-                fprintf(stderr, "vufsd: --shared-dir (or -o source=) is required\n");
-                return -EINVAL;
-        }
-        if (c->socket_path && c->listen_fd >= 0) {
-                fprintf(stderr, "vufsd: --socket-path and --fd exclude each other\n");
-                return -EINVAL;
-        }
-        if (c->sandbox && sandbox_mode_from_string(c->sandbox) < 0) {
-                fprintf(stderr, "vufsd: --sandbox must be namespace, chroot or none, got \"%s\"\n", c->sandbox);
-                return -EINVAL;
-        }
-        if (c->seccomp && syscall_filter_from_string(c->seccomp) < 0) {
-                fprintf(stderr, "vufsd: --seccomp must be kill, log, trap or none, got \"%s\"\n", c->seccomp);
-                return -EINVAL;
-        }
-        if (c->modcaps) {
-                uint64_t caps = capabilities_default();
-                if (capabilities_modify(&caps, c->modcaps) < 0)
-                        return -EINVAL;
-        }
-        /* A D-Bus address always has a transport prefix ("unix:path=..."). */
-        if (c->bus && !streq(c->bus, "system") && !streq(c->bus, "session") && !streq(c->bus, "none") &&
-            !strchr(c->bus, ':')) {
-                fprintf(stderr, "vufsd: --bus must be system, session, none or a D-Bus address like "
-                                "unix:path=/run/my-bus, got \"%s\"\n", c->bus);
-                return -EINVAL;
-        }
-        {
-                /* The same rules the manager applies when it creates the executor. */
-                const char *why = NULL;
-                ThreadMode mode;
-                unsigned size;
+int config_resolve_threads(int threads, int pool_size, ThreadMode *ret_mode, unsigned *ret_size,
+                           const char **ret_error) {
+        const char *dummy;
 
-                if (executor_mode_from_options(c->threads, c->thread_pool_size, &mode, &size, &why) < 0) {
-                        fprintf(stderr, "vufsd: %s\n", why);
-                        return -EINVAL;
+        if (!ret_error)
+                ret_error = &dummy;
+        if (pool_size > EXECUTOR_MAX_POOL_SIZE) {
+                *ret_error = "--thread-pool-size must be 0..1024";
+                return -ERANGE;
+        }
+        if (threads < 0) {
+                /* virtiofsd's meaning: 0 (or nothing) = no pool, N = a pool of N. */
+                *ret_mode = pool_size > 0 ? THREAD_MODE_POOL : THREAD_MODE_INLINE;
+                *ret_size = pool_size > 0 ? (unsigned)pool_size : executor_default_pool_size();
+                return 0;
+        }
+        if (threads >= _THREAD_MODE_MAX) {
+                *ret_error = "--threads must be inline, pool or auto";
+                return -EINVAL;
+        }
+        if (threads != THREAD_MODE_INLINE && pool_size == 0) {
+                *ret_error = "--thread-pool-size=0 means inline; pool and auto need at least 1 worker";
+                return -EINVAL;
+        }
+        *ret_mode = (ThreadMode)threads;
+        *ret_size = pool_size > 0 ? (unsigned)pool_size : executor_default_pool_size();
+        return 0;
+}
+
+static int make_absolute(char **path) {
+        char cwd[PATH_MAX];
+        char *p;
+
+        if (!*path || (*path)[0] == '/')
+                return 0;
+        if (!getcwd(cwd, sizeof cwd))
+                return negative_errno();
+        if (streq(*path, "."))
+                p = strdup(cwd);
+        else if (asprintf(&p, "%s/%s", streq(cwd, "/") ? "" : cwd, *path) < 0)
+                p = NULL;
+        if (!p)
+                return -ENOMEM;
+        free(*path);
+        *path = p;
+        return 0;
+}
+
+/* Whether the share's filesystem takes the given xattr namespace: getxattr answers ENODATA (none
+ * set) or a value where it does, EOPNOTSUPP where it does not. */
+static bool share_supports_xattr(const char *dir, const char *name) {
+        char buf[1];
+        return getxattr(dir, name, buf, 0) >= 0 || (errno != EOPNOTSUPP && errno != ENOTSUP);
+}
+
+static bool id_map_is_identity(const IdMapList *l) {
+        for (unsigned i = 0; i < l->n; i++)
+                if (l->e[i].inside != l->e[i].outside)
+                        return false;
+        return true;
+}
+
+static bool id_translate_is_identity(const IdTranslateList *l) {
+        for (unsigned i = 0; i < l->n; i++) {
+                const IdTranslateEntry *e = &l->e[i];
+                switch (e->type) {
+                case ID_TRANSLATE_GUEST:
+                case ID_TRANSLATE_HOST:
+                case ID_TRANSLATE_MAP:
+                        if (e->source != e->target)
+                                return false;
+                        break;
+                case ID_TRANSLATE_SQUASH_GUEST:
+                case ID_TRANSLATE_SQUASH_HOST:
+                        if (e->count != 1 || e->source != e->target)
+                                return false;
+                        break;
+                default:
+                        return false;
                 }
         }
+        return true;
+}
+
+int config_verify(Config *c) {
+        const char *why = NULL;
+        int r;
+
+        if (!c->shared_dir)
+                return usage_error("--shared-dir (or -o source=) is required");
+        if (c->listen_fd >= 0 && c->socket_path)
+                return usage_error("--fd excludes --socket-path and --socket");
+        if (c->listen_fd >= 0 && c->socket_group)
+                return usage_error("--socket-group applies to --socket-path only, not to --fd");
+        if (c->migration_mode == MIGRATION_FILE_HANDLES && c->migration_confirm_paths)
+                return usage_error("--migration-confirm-paths cannot be used with --migration-mode=file-handles "
+                                   "(it is unnecessary there)");
+        if (c->migration_mode == MIGRATION_FILE_HANDLES && c->migration_verify_handles)
+                return usage_error("--migration-verify-handles cannot be used with --migration-mode=file-handles "
+                                   "(it is unnecessary there)");
+        if ((c->translate_uid.n > 0 || c->translate_gid.n > 0) && c->posix_acl_mode != FEATURE_NEVER)
+                return usage_error("--translate-uid/--translate-gid cannot be used with --posix-acl: translating ids "
+                                   "would break ACLs");
+        /* A D-Bus address always has a transport prefix ("unix:path=..."). */
+        if (c->bus && !streq(c->bus, "system") && !streq(c->bus, "session") && !streq(c->bus, "none") &&
+            !strchr(c->bus, ':'))
+                return usage_error("--bus must be system, session, none or a D-Bus address like "
+                                   "unix:path=/run/my-bus, got \"%s\"",
+                                   c->bus);
+        r = config_resolve_threads(c->threads_given, c->thread_pool_size_given, &c->thread_mode, &c->pool_size, &why);
+        if (r < 0)
+                return usage_error("%s", why);
+
+        /* Accepted as the Rust virtiofsd accepts them, refused where the value asks for something
+         * vufsd does not do yet (issue 16), rather than ignored. */
+        if (c->inode_file_handles == INODE_FILE_HANDLES_MANDATORY)
+                return usage_error("--inode-file-handles=mandatory: vufsd does not use file handles yet; "
+                                   "use never or prefer (which falls back to O_PATH fds)");
+        if (!id_map_is_identity(&c->uid_map) || !id_map_is_identity(&c->gid_map))
+                return usage_error("--uid-map/--gid-map: only identity maps (:N:N:COUNT:) are supported until "
+                                   "user-namespace id mapping is built; vufsd refuses to start rather than serve "
+                                   "files under the wrong owners");
+        if (!id_translate_is_identity(&c->translate_uid) || !id_translate_is_identity(&c->translate_gid))
+                return usage_error("--translate-uid/--translate-gid: only identity translations are supported "
+                                   "until id translation is built; vufsd refuses to start rather than serve files "
+                                   "under the wrong owners");
+
+        /* Relative --shared-dir and socket paths (Podman runs "--shared-dir ." in the directory):
+         * the sandbox changes the root and the working directory, so resolve them now. */
+        r = make_absolute(&c->shared_dir);
+        if (r >= 0)
+                r = make_absolute(&c->socket_path);
+        if (r < 0)
+                return usage_error("cannot resolve a relative path: %s", strerror(-r));
+
+        /* What the Rust virtiofsd derives: ACLs and labels need xattrs; no READDIRPLUS without a
+         * cache to put its entries in. */
+        if (c->posix_acl_mode != FEATURE_NEVER || c->security_label_mode != FEATURE_NEVER)
+                c->fs.xattr = true;
+        if (c->fs.cache == CACHE_NEVER)
+                c->fs.readdirplus = false;
+        c->fs.posix_acl =
+                c->posix_acl_mode == FEATURE_ALWAYS ||
+                (c->posix_acl_mode == FEATURE_AUTO && share_supports_xattr(c->shared_dir, "system.posix_acl_access"));
+        c->fs.security_label =
+                c->security_label_mode == FEATURE_ALWAYS ||
+                (c->security_label_mode == FEATURE_AUTO && share_supports_xattr(c->shared_dir, "security.selinux"));
+        c->fs.shared_dir = c->shared_dir;
+        c->fs.xattrmap = c->xattrmap;
         return 0;
 }

@@ -1,33 +1,142 @@
-/* config.h: everything vufsd is started with: defaults, then the command line (native options and
- * the virtiofsd-compatible forms libvirt uses). */
+/* config.h: everything vufsd is started with: defaults, then the command line (vufsd's own options,
+ * the Rust virtiofsd's and the C virtiofsd's -o forms), parsed once into typed values. Nothing
+ * downstream parses strings again: main.c, the manager and the executor read these fields. */
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
+#include "executor.h"
 #include "fs-options.h"
+#include "sandbox.h"
+#include "seccomp-filter.h"
+#include "xattr-map.h"
+
+/* Exit status for a command line that cannot be used (clap's and getopt programs' convention). */
+#define EXIT_USAGE 2
+
+/* --inode-file-handles (the Rust virtiofsd's modes; "fallback" is its deprecated alias of prefer). */
+typedef enum InodeFileHandles {
+        INODE_FILE_HANDLES_NEVER,
+        INODE_FILE_HANDLES_PREFER,
+        INODE_FILE_HANDLES_MANDATORY,
+        _INODE_FILE_HANDLES_MAX,
+        _INODE_FILE_HANDLES_INVALID = -EINVAL,
+} InodeFileHandles;
+
+typedef enum MigrationMode {
+        MIGRATION_FIND_PATHS,
+        MIGRATION_FILE_HANDLES,
+        _MIGRATION_MODE_MAX,
+        _MIGRATION_MODE_INVALID = -EINVAL,
+} MigrationMode;
+
+typedef enum MigrationOnError {
+        MIGRATION_ON_ERROR_ABORT,
+        MIGRATION_ON_ERROR_GUEST_ERROR,
+        _MIGRATION_ON_ERROR_MAX,
+        _MIGRATION_ON_ERROR_INVALID = -EINVAL,
+} MigrationOnError;
+
+/* One --uid-map/--gid-map entry (":namespace_id:host_id:count:", libvirt's and virtiofsd's form). */
+typedef struct IdMapEntry {
+        uint32_t inside, outside, count;
+} IdMapEntry;
+
+/* One --translate-uid/--translate-gid entry ("TYPE:SOURCE:TARGET:COUNT", "forbid-guest:BASE:COUNT"). */
+typedef enum IdTranslateType {
+        ID_TRANSLATE_GUEST,
+        ID_TRANSLATE_HOST,
+        ID_TRANSLATE_SQUASH_GUEST,
+        ID_TRANSLATE_SQUASH_HOST,
+        ID_TRANSLATE_FORBID_GUEST,
+        ID_TRANSLATE_MAP,
+        _ID_TRANSLATE_MAX,
+        _ID_TRANSLATE_INVALID = -EINVAL,
+} IdTranslateType;
+
+typedef struct IdTranslateEntry {
+        IdTranslateType type;
+        uint32_t source, target, count;
+} IdTranslateEntry;
+
+const char *inode_file_handles_to_string(InodeFileHandles m);
+InodeFileHandles inode_file_handles_from_string(const char *s);
+const char *migration_mode_to_string(MigrationMode m);
+MigrationMode migration_mode_from_string(const char *s);
+const char *migration_on_error_to_string(MigrationOnError m);
+MigrationOnError migration_on_error_from_string(const char *s);
+const char *id_translate_to_string(IdTranslateType t);
+IdTranslateType id_translate_from_string(const char *s);
+
+#define CONFIG_MAX_ID_ENTRIES 32
+#define CONFIG_MAX_TAG_LEN 36 /* the virtio-fs config space's tag[36] */
+
+typedef struct IdMapList {
+        unsigned n;
+        IdMapEntry e[CONFIG_MAX_ID_ENTRIES];
+} IdMapList;
+
+typedef struct IdTranslateList {
+        unsigned n;
+        IdTranslateEntry e[CONFIG_MAX_ID_ENTRIES];
+} IdTranslateList;
 
 typedef struct Config {
-        char *socket_path;  /* --socket-path */
-        int listen_fd;      /* --fd, -1 if not given */
+        /* Listening */
+        char *socket_path; /* --socket-path (or the deprecated --socket, -o vhost_user_socket=) */
+        int listen_fd; /* --fd, -1 if not given */
         char *socket_group; /* --socket-group */
-        char *shared_dir;   /* --shared-dir / -o source= */
-        unsigned n_request_queues;
         bool keep_listening;
-        int log_level;
-        bool print_capabilities;
+        pid_t main_pid; /* written to SOCK.pid: the process the launcher started (main.c sets it) */
 
-        int thread_pool_size; /* --thread-pool-size, -1 = not given */
-        char *threads;        /* --threads inline|pool|auto */
-        unsigned poll_us;     /* --poll-us: busy-poll window of the request queues, 0 = off */
-        uint64_t rlimit_nofile;
-        char *sandbox;
-        char *seccomp;      /* --seccomp kill|log|trap|none; NULL = kill (none in sanitizer builds) */
-        char *modcaps;      /* --modcaps +cap:-cap (capabilities.h) */
+        /* Filesystem */
+        char *shared_dir; /* --shared-dir / -o source=; absolute after config_verify() */
+        char *tag; /* --tag: the device's config space tag (GET_CONFIG), NULL = none */
+        XattrMap *xattrmap; /* --xattrmap / -o xattrmap= (fs.xattrmap points here) */
+        unsigned n_request_queues;
+        FeatureMode posix_acl_mode; /* --posix-acl[=MODE] */
+        FeatureMode security_label_mode; /* --security-label[=MODE] */
+        InodeFileHandles inode_file_handles;
+
+        /* Threads: --threads (or -1 when not given) and --thread-pool-size (-1 when not given),
+         * resolved by config_verify() into thread_mode and pool_size. */
+        int threads_given;
+        int thread_pool_size_given;
+        ThreadMode thread_mode;
+        unsigned pool_size;
+        unsigned poll_us; /* --poll-us: busy-poll window of the request queues, 0 = off */
+
+        /* Process and confinement */
+        uint64_t rlimit_nofile; /* 0 = leave the limit to passthrough_raise_fd_limit()'s default */
+        SandboxMode sandbox;
+        SyscallFilter seccomp;
+        uint64_t capabilities; /* kept capabilities: the default set with --modcaps applied */
+        IdMapList uid_map, gid_map;
+        IdTranslateList translate_uid, translate_gid;
+
+        /* Migration (accepted and validated; device-state migration is not built yet) */
+        MigrationMode migration_mode;
+        MigrationOnError migration_on_error;
+        bool migration_verify_handles;
+        bool migration_confirm_paths;
+        bool migration_given; /* any --migration-* option: main.c says what it means */
+
+        /* Logging */
+        int log_level;
+        bool log_level_given; /* --log-level/-d/-o log_level: RUST_LOG applies only without one */
+        bool syslog; /* --syslog */
+
+        /* Control */
         char *instance;
-        char *bus;          /* --bus system|session|none|ADDRESS; NULL = system as root, else session */
-        char *bus_user;     /* --bus-user: identity of the bus connection; NULL = vufsd-bus for the system bus */
+        char *bus; /* --bus system|session|none|ADDRESS; NULL = system as root, else session */
+        char *bus_user; /* --bus-user: identity of the bus connection; NULL = vufsd-bus for the system bus */
         char *config_file; /* --config: per-instance file (see config-file.h) */
+
+        /* Deprecated forms seen (a warning each once logging is set up) */
+        bool deprecated_socket, deprecated_o, deprecated_d, deprecated_f, deprecated_fallback;
 
         FsOptions fs;
 } Config;
@@ -36,12 +145,33 @@ void config_init(Config *c);
 void config_done(Config *c);
 
 /* Parses argv into c. Returns 0 to run, 1 when the command already did its job (--help,
- * --version, --print-capabilities), negative errno after printing what is wrong. */
+ * --version, --print-capabilities), negative errno after printing what is wrong with the option
+ * named (the caller exits with EXIT_USAGE). Repeated options: the last one wins. */
 int config_parse_argv(Config *c, int argc, char *argv[]);
 
-/* Applies one "-o" argument (virtiofsd's comma-separated list; ",," is a literal comma, as libvirt
- * escapes paths). Prints what is wrong; negative errno on failure. */
+/* Applies one "-o" argument (comma-separated list; ",," is a literal comma, as libvirt escapes
+ * paths for the C virtiofsd). Prints what is wrong; negative errno on failure. */
 int config_parse_o(Config *c, const char *arg);
 
-/* Checks the combination of options once everything is parsed. */
-int config_verify(const Config *c);
+/* Applies RUST_LOG's level (env_logger syntax: "debug", "virtiofsd=debug,info") unless a level was
+ * given on the command line, as the Rust virtiofsd lets RUST_LOG win over its default. */
+void config_apply_rust_log(Config *c, const char *value);
+
+/* Checks the combination of options once everything is parsed, resolves relative paths and the
+ * thread mode, and refuses (with a message naming the option) what is accepted on the command line
+ * but not implemented with the requested value. Returns 0 or -EINVAL. */
+int config_verify(Config *c);
+
+/* The thread mode and pool size from --threads (-1 if not given) and --thread-pool-size (-1 if not
+ * given), with virtiofsd's meaning of the size alone: 0 = inline, N = pool of N. -EINVAL/-ERANGE
+ * (with a message in *ret_error) for combinations that make no sense. */
+int config_resolve_threads(int threads, int pool_size, ThreadMode *ret_mode, unsigned *ret_size,
+                           const char **ret_error);
+
+/* Parsers of the single values, exported for the tests and the fuzz target. 0 or -EINVAL. */
+int config_parse_id_map(const char *s, IdMapEntry *ret);
+int config_parse_id_translate(const char *s, IdTranslateEntry *ret);
+
+/* The i-th long option the parser accepts (without "--"), NULL past the last: the tests check
+ * --help, the man page and docs/launchers.md against this list. */
+const char *config_option_name(size_t i);

@@ -21,6 +21,9 @@
  * not restart on it (RestartPreventExitStatus=78). */
 #define EXIT_CONFIG 78
 
+/* The QEMU the vm suite runs (Debian 12); device-state migration needs a newer one. */
+#define VUFSD_TESTED_QEMU "QEMU 7.2"
+
 /* Reads --config FILE (must exist) or, with --instance NAME, VUFSD_CONFIG_DIR/NAME.conf when it
  * exists, then parses the command line again on top so that it overrides the file. */
 static int load_config_file(Config *c, int argc, char *argv[]) {
@@ -56,44 +59,71 @@ static int load_config_file(Config *c, int argc, char *argv[]) {
 
 /* Right before serving: the sandbox, then capabilities, then seccomp; each step needs privileges or
  * system calls the next one takes away. */
-static int lockdown(Manager *m, const Config *c, SandboxMode sandbox) {
-        SyscallFilter filter = c->seccomp ? syscall_filter_from_string(c->seccomp) : syscall_filter_default();
-        uint64_t caps = capabilities_default();
+static int lockdown(Manager *m, const Config *c) {
         _cleanup_close_ int task_dir = -1;
         int r;
 
-        if (c->modcaps && capabilities_modify(&caps, c->modcaps) < 0)
-                return -EINVAL; /* config_verify() checked it */
         /* Opened before the sandbox hides /proc: capabilities are per thread, and the executor may
          * have started workers already. */
         task_dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (task_dir < 0)
                 return log_error_errno(errno, "Cannot open /proc/self/task: %m");
-        r = sandbox_enter(sandbox, c->shared_dir);
+        r = sandbox_enter(c->sandbox, c->shared_dir);
         if (r < 0)
                 return r;
-        if (sandbox != SANDBOX_NONE) {
+        if (c->sandbox != SANDBOX_NONE) {
                 /* Host paths: inside the sandbox they would name files of the share. The supervisor
                  * removes the socket instead. */
                 free(m->socket_path);
                 free(m->lock_path);
                 m->socket_path = m->lock_path = NULL;
         }
-        r = capabilities_apply(caps, sandbox_netns_fd(), task_dir);
+        r = capabilities_apply(c->capabilities, sandbox_netns_fd(), task_dir);
         if (r < 0)
                 return log_error_errno(r, "Cannot drop capabilities: %m");
-        r = seccomp_install(filter);
+        r = seccomp_install(c->seccomp);
         if (r < 0)
                 return log_error_errno(r, "Cannot install the seccomp filter: %m");
-        log_debug("Sandbox %s, seccomp %s, capabilities 0x%" PRIx64, sandbox_mode_to_string(sandbox),
-                  syscall_filter_to_string(filter), caps);
+        log_debug("Sandbox %s, seccomp %s, capabilities 0x%" PRIx64, sandbox_mode_to_string(c->sandbox),
+                  syscall_filter_to_string(c->seccomp), c->capabilities);
         return 0;
+}
+
+/* What the command line asked for that deserves a word once logging is set up. */
+static void log_startup_notes(const Config *c) {
+        if (c->deprecated_socket)
+                log_warning("Use of deprecated option --socket: use --socket-path instead");
+        if (c->deprecated_o)
+                log_info("Using the compatibility option format \"-o\"; the same options exist as --long-options");
+        if (c->deprecated_d)
+                log_info("-d is deprecated: use --log-level=debug");
+        if (c->deprecated_f)
+                log_info("-f has no effect: vufsd always runs in the foreground");
+        if (c->deprecated_fallback)
+                log_warning("Use of deprecated value 'fallback' for --inode-file-handles: use 'prefer'");
+        if (c->inode_file_handles == INODE_FILE_HANDLES_PREFER)
+                log_notice("--inode-file-handles=prefer: vufsd does not generate file handles yet; every inode "
+                           "falls back to an O_PATH file descriptor, as prefer allows");
+        if (c->migration_given)
+                log_notice("Migration options accepted (mode %s, on error %s%s%s): vufsd cannot migrate the "
+                           "device state yet (that needs VHOST_USER_PROTOCOL_F_DEVICE_STATE, in QEMU newer than "
+                           "the %s vufsd is tested with); a migration with this device fails cleanly",
+                           migration_mode_to_string(c->migration_mode),
+                           migration_on_error_to_string(c->migration_on_error),
+                           c->migration_verify_handles ? ", verify handles" : "",
+                           c->migration_confirm_paths ? ", confirm paths" : "", VUFSD_TESTED_QEMU);
+        if (c->posix_acl_mode == FEATURE_AUTO)
+                log_info("--posix-acl=auto: ACLs %s (the share's filesystem %s them)",
+                         c->fs.posix_acl ? "offered" : "not offered",
+                         c->fs.posix_acl ? "supports" : "does not support");
+        if (c->security_label_mode == FEATURE_AUTO)
+                log_info("--security-label=auto: security labels %s",
+                         c->fs.security_label ? "offered" : "not offered");
 }
 
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
         Config config;
-        SandboxMode sandbox;
         sigset_t mask;
         int r, exit_status = 0;
 
@@ -103,29 +133,38 @@ static int run(int argc, char *argv[]) {
                 r = load_config_file(&config, argc, argv);
                 if (r == -EINVAL || r == -ENOENT || r == -EIO) {
                         /* The messages are printed; a broken file is not fixed by restarting. */
-                        (void) sd_notifyf(false, "STATUS=Bad configuration\nERRNO=%d", -r);
+                        (void)sd_notifyf(false, "STATUS=Bad configuration\nERRNO=%d", -r);
                         config_done(&config);
                         return EXIT_CONFIG;
                 }
         }
-        if (r == 0)
+        if (r == 0) {
+                /* The Rust virtiofsd takes its log level from RUST_LOG unless one is given. */
+                config_apply_rust_log(&config, getenv("RUST_LOG"));
                 r = config_verify(&config);
+        }
         if (r != 0) {
                 if (r < 0)
-                        (void) sd_notifyf(false, "ERRNO=%d", -r);
+                        (void)sd_notifyf(false, "ERRNO=%d", -r);
                 config_done(&config);
-                return r > 0 ? 0 : 1;
+                /* Usage errors exit 2 (the message named the option), as virtiofsd's do. */
+                return r > 0 ? 0 : EXIT_USAGE;
         }
         log_set_max_level(config.log_level);
-        config.fs.shared_dir = config.shared_dir;
+        if (config.syslog) {
+                r = log_open_syslog(config.instance);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot log to syslog (/dev/log: %m); logging to stderr");
+        }
+        log_startup_notes(&config);
+        /* The process the launcher started: SOCK.pid holds it, also when a sandboxed child serves. */
+        config.main_pid = getpid();
 
         /* First, before anything is opened: in namespace and chroot mode the daemon goes on in a
          * child process (pid 1 of a new pid namespace, in a new mount namespace); this process stays
          * outside as its supervisor: it forwards signals and notifications and exits as the child
          * does (sandbox.h). */
-        sandbox = config.sandbox ? sandbox_mode_from_string(config.sandbox) : sandbox_mode_default();
-        r = sandbox_prepare(sandbox, config.shared_dir, config.socket_path,
-                            config.seccomp ? syscall_filter_from_string(config.seccomp) : syscall_filter_default(),
+        r = sandbox_prepare(config.sandbox, config.shared_dir, config.socket_path, config.seccomp,
                             config.fs.privileged_files, &exit_status);
         if (r <= 0) {
                 config_done(&config);
@@ -151,7 +190,7 @@ static int run(int argc, char *argv[]) {
         }
         /* Room for the guest's open files, within the system's limits (CVE-2020-10717); the fd
          * budget answers ENFILE before this runs out. */
-        (void) passthrough_raise_fd_limit(config.rlimit_nofile);
+        (void)passthrough_raise_fd_limit(config.rlimit_nofile);
 
         r = manager_new(&m, &config);
         /* Before any sandbox closes the filesystem view: the bus socket must be reachable. Before
@@ -161,9 +200,9 @@ static int run(int argc, char *argv[]) {
         if (r >= 0)
                 r = manager_listen(m);
         if (r >= 0)
-                r = lockdown(m, &config, sandbox);
+                r = lockdown(m, &config);
         if (r < 0) {
-                (void) sandbox_notifyf("ERRNO=%d", -r);
+                (void)sandbox_notifyf("ERRNO=%d", -r);
                 m = manager_free(m);
                 config_done(&config);
                 return 1;

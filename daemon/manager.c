@@ -26,10 +26,7 @@
 
 int manager_new(Manager **ret, const Config *c) {
         _cleanup_(manager_freep) Manager *m = NULL;
-        const char *why = NULL;
         RequestHandler handler;
-        ThreadMode mode;
-        unsigned pool_size;
         int r;
 
         m = calloc(1, sizeof *m);
@@ -51,13 +48,16 @@ int manager_new(Manager **ret, const Config *c) {
         r = device_new(&m->device, &handler, c->n_request_queues);
         if (r < 0)
                 return log_error_errno(r, "Failed to create the device: %m");
+        if (c->tag) { /* --tag: served through GET_CONFIG (config_verify() checked the length) */
+                r = device_set_config_tag(m->device, c->tag);
+                if (r < 0)
+                        return log_error_errno(r, "Invalid --tag: %m");
+        }
 
-        r = executor_mode_from_options(c->threads, c->thread_pool_size, &mode, &pool_size, &why);
+        /* The mode and size config_verify() resolved from the command line. */
+        r = executor_new(&m->executor, c->thread_mode, c->pool_size);
         if (r < 0)
-                return log_error_errno(r, "%s", why);
-        r = executor_new(&m->executor, mode, pool_size);
-        if (r < 0)
-                return log_error_errno(r, "Failed to start the %s threads: %m", thread_mode_to_string(mode));
+                return log_error_errno(r, "Failed to start the %s threads: %m", thread_mode_to_string(c->thread_mode));
         r = stats_new(&m->stats);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up statistics: %m");
@@ -204,7 +204,8 @@ static int on_listen_io(sd_event_source *s, int fd, uint32_t revents, void *user
         m->n_connections++;
         /* One frontend at a time: a vhost-user device has exactly one driver. */
         (void) sd_event_source_set_enabled(m->listen_source, SD_EVENT_OFF);
-        log_info("Frontend connected");
+        /* The Rust virtiofsd's wording: scripts and launchers match it. */
+        log_info("Client connected, servicing requests");
         bus_device_changed(m->bus);
         manager_status(m, "Frontend connected");
         return 0;
@@ -219,15 +220,23 @@ static int listen_on_path(Manager *m, const char *path) {
 
         if (strlen(path) >= sizeof sa.sun_path)
                 return log_error_errno(ENAMETOOLONG, "Socket path too long: %s", path);
-        if (asprintf(&lock_path, "%s.lock", path) < 0)
+        /* PATH.pid, as the Rust virtiofsd names it: launchers read the pid from it, and the lock
+         * on it keeps a second daemon off the same socket. */
+        if (asprintf(&lock_path, "%s.pid", path) < 0)
                 return -ENOMEM;
-        lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (lock_fd < 0)
-                return log_error_errno(errno, "Cannot create lock file %s: %m", lock_path);
+                return log_error_errno(errno, "Cannot create pid file %s: %m", lock_path);
         if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
                 if (errno == EWOULDBLOCK)
                         return log_error_errno(EADDRINUSE, "%s is in use by another running vufsd", path);
                 return log_error_errno(errno, "Cannot lock %s: %m", lock_path);
+        }
+        {
+                char pid[32];
+                int n = snprintf(pid, sizeof pid, "%d\n", (int) (m->config->main_pid > 0 ? m->config->main_pid : getpid()));
+                if (ftruncate(lock_fd, 0) < 0 || pwrite(lock_fd, pid, (size_t) n, 0) != n)
+                        return log_error_errno(errno, "Cannot write pid file %s: %m", lock_path);
         }
         if (unlink(path) < 0 && errno != ENOENT)
                 return log_error_errno(errno, "Cannot remove stale socket %s: %m", path);
@@ -277,6 +286,10 @@ int manager_listen(Manager *m) {
         n = sd_listen_fds(true);
         if (n < 0)
                 return log_error_errno(n, "Cannot read the sockets passed by systemd: %m");
+        /* systemd-vmspawn runs virtiofsd under sd-socket-activate and also passes "--fd 3": the
+         * same socket named twice is one socket. */
+        if (n == 1 && c->listen_fd == SD_LISTEN_FDS_START)
+                n = 0;
         if ((n > 0) + (c->listen_fd >= 0) + !!c->socket_path != 1)
                 return log_error_errno(EINVAL, "Give exactly one of --socket-path, --fd or a systemd socket "
                                                "(got %s%s%s)",
@@ -336,6 +349,9 @@ int manager_run(Manager *m) {
                  m->config->n_request_queues == 1 ? "" : "s");
         (void) sandbox_notify("READY=1");
         manager_status(m, "Waiting for a frontend");
+        /* The line Kata's runtime-rs (and scripts written for virtiofsd) wait for before starting
+         * the VM; the socket is listening by now. */
+        log_info("Waiting for vhost-user socket connection...");
 
         r = sd_event_loop(m->event);
         if (r < 0)

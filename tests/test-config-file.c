@@ -73,12 +73,12 @@ START_TEST(test_full_file) {
         ck_assert(!c.fs.flock);
         ck_assert(c.fs.writeback);
         ck_assert(c.fs.timeout > 2.49 && c.fs.timeout < 2.51);
-        ck_assert_str_eq(c.threads, "auto");
-        ck_assert_int_eq(c.thread_pool_size, 8);
+        ck_assert_int_eq(c.threads_given, THREAD_MODE_AUTO);
+        ck_assert_int_eq(c.thread_pool_size_given, 8);
         ck_assert_uint_eq(c.n_request_queues, 4);
         ck_assert_uint_eq(c.poll_us, 50);
-        ck_assert_str_eq(c.sandbox, "chroot");
-        ck_assert_str_eq(c.seccomp, "log");
+        ck_assert_int_eq(c.sandbox, SANDBOX_CHROOT);
+        ck_assert_int_eq(c.seccomp, SYSCALL_FILTER_LOG);
         ck_assert_uint_eq(c.rlimit_nofile, 4096);
         ck_assert_int_eq(c.log_level, LOG_DEBUG);
         ck_assert(c.keep_listening);
@@ -93,12 +93,12 @@ START_TEST(test_defaults_kept) {
         config_init(&d);
         ck_assert_str_eq(c.shared_dir, "/x");
         ck_assert_int_eq(c.fs.cache, d.fs.cache);
-        ck_assert_int_eq(c.thread_pool_size, d.thread_pool_size);
+        ck_assert_int_eq(c.thread_pool_size_given, d.thread_pool_size_given);
         ck_assert_uint_eq(c.n_request_queues, d.n_request_queues);
         ck_assert_uint_eq(c.poll_us, 0); /* documented default: off */
         ck_assert_uint_eq(d.poll_us, 0);
-        ck_assert_ptr_null(c.threads);
-        ck_assert_ptr_null(c.sandbox);
+        ck_assert_int_eq(c.threads_given, -1);
+        ck_assert_int_eq(c.sandbox, d.sandbox);
         ck_assert(c.fs.flock == d.fs.flock);
         config_done(&c);
         config_done(&d);
@@ -171,7 +171,7 @@ START_TEST(test_command_line_overrides) {
         ck_assert_uint_eq(c.n_request_queues, 3);
         ck_assert_int_eq(c.fs.cache, CACHE_ALWAYS);
         ck_assert(c.fs.flock);
-        ck_assert_int_eq(c.thread_pool_size, 2);
+        ck_assert_int_eq(c.thread_pool_size_given, 2);
         ck_assert_uint_eq(c.poll_us, 0); /* --poll-us=0 beats the file's PollUSec */
         config_done(&c);
 }
@@ -207,12 +207,12 @@ START_TEST(test_instance_names) {
         ck_assert_int_eq(config_file_instance_name_valid("../etc/passwd"), -EINVAL);
         ck_assert_int_eq(config_file_instance_name_valid("a/b"), -EINVAL);
         ck_assert_int_eq(config_file_instance_name_valid("a b"), -EINVAL);
-        ck_assert_int_eq(config_file_instance_name_valid(
-                                 "0123456789012345678901234567890123456789012345678901234567890123"),
-                         0);
-        ck_assert_int_eq(config_file_instance_name_valid(
-                                 "01234567890123456789012345678901234567890123456789012345678901234"),
-                         -EINVAL);
+        ck_assert_int_eq(
+                config_file_instance_name_valid("0123456789012345678901234567890123456789012345678901234567890123"),
+                0);
+        ck_assert_int_eq(
+                config_file_instance_name_valid("01234567890123456789012345678901234567890123456789012345678901234"),
+                -EINVAL);
         ck_assert_int_eq(config_file_path_for_instance("a/b", &p), -EINVAL);
 }
 END_TEST

@@ -52,11 +52,8 @@ static uint64_t wait_live(Executor *e, unsigned n, unsigned timeout_ms) {
         return now_ns() - t0;
 }
 
+/* The command-line rules for the mode and size are the config layer's (test-config.c). */
 START_TEST(test_strings_and_options) {
-        ThreadMode m;
-        unsigned n;
-        const char *why;
-
         ck_assert_str_eq(thread_mode_to_string(THREAD_MODE_INLINE), "inline");
         ck_assert_str_eq(thread_mode_to_string(THREAD_MODE_POOL), "pool");
         ck_assert_str_eq(thread_mode_to_string(THREAD_MODE_AUTO), "auto");
@@ -65,33 +62,6 @@ START_TEST(test_strings_and_options) {
         ck_assert_int_eq(thread_mode_from_string("Auto"), -EINVAL);
         ck_assert_int_eq(thread_mode_from_string(NULL), -EINVAL);
 
-        /* virtiofsd's meaning of the size alone */
-        ck_assert_int_eq(executor_mode_from_options(NULL, -1, &m, &n, &why), 0);
-        ck_assert_int_eq(m, THREAD_MODE_INLINE);
-        ck_assert_uint_eq(n, executor_default_pool_size());
-        ck_assert_int_eq(executor_mode_from_options(NULL, 0, &m, &n, &why), 0);
-        ck_assert_int_eq(m, THREAD_MODE_INLINE);
-        ck_assert_int_eq(executor_mode_from_options(NULL, 16, &m, &n, &why), 0);
-        ck_assert_int_eq(m, THREAD_MODE_POOL);
-        ck_assert_uint_eq(n, 16);
-        /* --threads with and without a size */
-        ck_assert_int_eq(executor_mode_from_options("auto", -1, &m, &n, &why), 0);
-        ck_assert_int_eq(m, THREAD_MODE_AUTO);
-        ck_assert_uint_ge(n, 4);
-        ck_assert_uint_le(n, 64);
-        ck_assert_int_eq(executor_mode_from_options("pool", 1024, &m, &n, &why), 0);
-        ck_assert_int_eq(m, THREAD_MODE_POOL);
-        ck_assert_uint_eq(n, 1024);
-        ck_assert_int_eq(executor_mode_from_options("inline", 8, &m, &n, &why), 0);
-        ck_assert_int_eq(m, THREAD_MODE_INLINE);
-        ck_assert_uint_eq(n, 8); /* kept for a later switch */
-        ck_assert_int_eq(executor_mode_from_options("inline", 0, &m, &n, &why), 0);
-        /* nonsense */
-        ck_assert_int_eq(executor_mode_from_options("pool", 0, &m, &n, &why), -EINVAL);
-        ck_assert_ptr_nonnull(why);
-        ck_assert_int_eq(executor_mode_from_options("auto", 0, &m, &n, &why), -EINVAL);
-        ck_assert_int_eq(executor_mode_from_options("threads", -1, &m, &n, &why), -EINVAL);
-        ck_assert_int_eq(executor_mode_from_options(NULL, 1025, &m, &n, &why), -ERANGE);
 }
 END_TEST
 

@@ -25,6 +25,7 @@
 #include "fake-fs.h"
 #include "fuse-server.h"
 #include "passthrough.h"
+#include "xattr-map.h"
 #include "util.h"
 #include "test-main.h"
 
@@ -2316,6 +2317,7 @@ START_TEST(test_init_features) {
         struct fuse_init_out o;
 
         /* Options off: none of the four, though the guest offers them all. */
+        server_restart(false, false, false, false);
         do_init_flags(0x7bfffffb, 0xb, &o);
         ck_assert_uint_eq(o.flags & (FUSE_SUBMOUNTS | FUSE_POSIX_ACL | FUSE_DONT_MASK), 0);
         ck_assert_uint_eq(o.flags2 & (FUSE_SECURITY_CTX >> 32), 0);
@@ -2341,6 +2343,41 @@ START_TEST(test_init_features) {
         server_restart(false, false, true, false);
         do_init_flags(0x7bfffffb, 0xb, &o);
         ck_assert_uint_eq(o.flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), 0);
+}
+END_TEST
+
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+
+/* The command line's INIT options (--writeback, --killpriv-v2, --no-readdirplus, --allow-mmap,
+ * announce-submounts by default): each flag is offered exactly when its option asks for it. */
+START_TEST(test_init_options) {
+        const uint32_t all2 = 0xb | (uint32_t) (FUSE_DIRECT_IO_ALLOW_MMAP >> 32);
+        struct fuse_init_out o;
+        FsOptions opts = FS_OPTIONS_DEFAULT;
+
+        srv = fuse_server_free(srv);
+        server_start(opts);
+        do_init_flags(0x7bfffffb, all2, &o);
+        ck_assert_uint_ne(o.flags & FUSE_SUBMOUNTS, 0); /* on by default */
+        ck_assert_uint_ne(o.flags & FUSE_DO_READDIRPLUS, 0);
+        ck_assert_uint_eq(o.flags & (FUSE_WRITEBACK_CACHE | FUSE_HANDLE_KILLPRIV_V2), 0);
+        ck_assert_uint_eq(o.flags2 & (FUSE_DIRECT_IO_ALLOW_MMAP >> 32), 0);
+
+        opts.writeback = opts.killpriv_v2 = opts.allow_mmap = true;
+        opts.readdirplus = opts.announce_submounts = false;
+        srv = fuse_server_free(srv);
+        server_start(opts);
+        do_init_flags(0x7bfffffb, all2, &o);
+        ck_assert_uint_eq(o.flags & FUSE_SUBMOUNTS, 0);
+        ck_assert_uint_eq(o.flags & (FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO), 0);
+        ck_assert_uint_ne(o.flags & FUSE_WRITEBACK_CACHE, 0);
+        ck_assert_uint_ne(o.flags & FUSE_HANDLE_KILLPRIV_V2, 0);
+        ck_assert_uint_ne(o.flags2 & (FUSE_DIRECT_IO_ALLOW_MMAP >> 32), 0);
+        /* never a flag the guest did not offer */
+        do_init_flags(0x7bfffffb, 0xb, &o);
+        ck_assert_uint_eq(o.flags2 & (FUSE_DIRECT_IO_ALLOW_MMAP >> 32), 0);
 }
 END_TEST
 
@@ -2814,6 +2851,78 @@ static int setxattr_req(uint64_t nodeid, const char *name, const void *v, size_t
         return r;
 }
 
+/* --xattrmap between the guest and the host: the guest's names are renamed on set, get and
+ * remove; listxattr shows only what the map lets through, renamed back. */
+START_TEST(test_xattrmap) {
+        FsOptions o = FS_OPTIONS_DEFAULT;
+        XattrMap *map = NULL;
+        struct fuse_entry_out e;
+        struct fuse_getxattr_in gi = { .size = 4096 };
+        char v[16];
+        uint64_t fh;
+        Reply rep;
+        Args *a;
+
+        ck_assert_int_eq(xattr_map_parse(":map:trusted.:user.virtiofs.:", &map, NULL), 0);
+        o.xattr = true;
+        o.xattrmap = map;
+        srv = fuse_server_free(srv);
+        server_start(o);
+        do_init();
+        ck_assert_int_eq(create(1, "m", O_RDWR | O_CREAT, S_IFREG | 0644, &e, &fh), 0);
+        if (setxattr(share_path("m"), "user.probe", "1", 1, 0) < 0 && errno == EOPNOTSUPP) {
+                srv = fuse_server_free(srv);
+                xattr_map_free(map);
+                return; /* the temporary filesystem has no user xattrs */
+        }
+        /* trusted.* from the guest lands under user.virtiofs. on the host */
+        ck_assert_int_eq(setxattr_req(e.nodeid, "trusted.overlay.opaque", "y", 1, 0), 0);
+        ck_assert_int_eq(getxattr(share_path("m"), "user.virtiofs.trusted.overlay.opaque", v, sizeof v), 1);
+        ck_assert_int_lt(getxattr(share_path("m"), "trusted.overlay.opaque", v, sizeof v), 0);
+        /* the prefixed name itself is out of the guest's reach; other names pass */
+        ck_assert_int_eq(setxattr_req(e.nodeid, "user.virtiofs.trusted.x", "n", 1, 0), -EPERM);
+        ck_assert_int_eq(setxattr_req(e.nodeid, "user.plain", "p", 1, 0), 0);
+        ck_assert_int_eq(getxattr(share_path("m"), "user.plain", v, sizeof v), 1);
+        /* a host trusted.* name that looks unprefixed is hidden (set on the host directly) */
+        (void) setxattr(share_path("m"), "trusted.host-own", "h", 1, 0); /* needs CAP_SYS_ADMIN */
+
+        a = args_new();
+        args_add(a, &gi, sizeof gi);
+        args_str(a, "trusted.overlay.opaque");
+        ck_assert_int_eq(call_full(FUSE_GETXATTR, e.nodeid, a, 16 + 4096, &rep), 0);
+        ck_assert_uint_eq(rep.len, 1);
+        ck_assert(memcmp(rep.payload, "y", 1) == 0);
+        free(rep.payload);
+
+        a->len = 0;
+        args_add(a, &gi, sizeof gi);
+        ck_assert_int_eq(call_full(FUSE_LISTXATTR, e.nodeid, a, 16 + 4096, &rep), 0);
+        ck_assert(memmem(rep.payload, rep.len, "trusted.overlay.opaque", 23) != NULL);
+        ck_assert(memmem(rep.payload, rep.len, "user.plain", 11) != NULL);
+        ck_assert(memmem(rep.payload, rep.len, "user.virtiofs.", 14) == NULL);
+        ck_assert(memmem(rep.payload, rep.len, "trusted.host-own", 17) == NULL);
+        {
+                /* the size probe agrees with the list */
+                struct fuse_getxattr_in zero = { 0 };
+                struct fuse_getxattr_out go;
+                a->len = 0;
+                args_add(a, &zero, sizeof zero);
+                ck_assert_int_eq(call(FUSE_LISTXATTR, e.nodeid, a, &go, sizeof go), 0);
+                ck_assert_uint_eq(go.size, rep.len);
+        }
+        free(rep.payload);
+
+        a->len = 0;
+        args_str(a, "trusted.overlay.opaque");
+        ck_assert_int_eq(call(FUSE_REMOVEXATTR, e.nodeid, a, NULL, 0), 0);
+        ck_assert_int_lt(getxattr(share_path("m"), "user.virtiofs.trusted.overlay.opaque", v, sizeof v), 0);
+        free(a);
+        ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fh), 0);
+        srv = fuse_server_free(srv);
+        xattr_map_free(map);
+}
+END_TEST
+
 /* Creates a regular file with the guest's umask and releases it again. */
 static int create_umask(uint64_t parent, const char *name, uint32_t mode, uint32_t umask_v,
                         struct fuse_entry_out *e) {
@@ -3204,6 +3313,8 @@ static Suite *suite(void) {
         tcase_add_root_test(tc, test_setlkw_without_helper);
         tcase_add_root_test(tc, test_concurrent);
         tcase_add_root_test(tc, test_init_features);
+        tcase_add_root_test(tc, test_init_options);
+        tcase_add_root_test(tc, test_xattrmap);
         tcase_add_root_test(tc, test_submounts);
         tcase_add_root_test(tc, test_security_ctx);
         tcase_add_root_test(tc, test_security_ctx_malformed);

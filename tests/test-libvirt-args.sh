@@ -1,5 +1,7 @@
 #!/bin/bash
-# test-libvirt-args.sh: vufsd started the way libvirt starts a virtio-fs daemon serves a real guest.
+# test-libvirt-args.sh: vufsd started the way libvirt, Kata Containers and KubeVirt start a
+# virtio-fs daemon serves a real guest (the other launchers' forms run against the test frontend
+# in tests/compat).
 # libvirt creates, binds and listens on the socket itself, passes it as --fd=N (first argument) and
 # points QEMU's chardev at the same path. Both argument forms are run against a QEMU guest
 # (tests/vm/guest-basic.sh, data checked both ways):
@@ -9,6 +11,9 @@
 #   separate-options: --fd=N --shared-dir DIR --cache none --sandbox namespace --xattr
 #                    --thread-pool-size=2 --rlimit-nofile=4096 --log-level debug
 # and --print-capabilities must be the JSON libvirt reads, with only supported features.
+# Kata's Go runtime passes its own listening socket as fd 3 (--syslog ... --fd=3 and its default
+# extra arguments); KubeVirt's virtiofs container lets vufsd create the socket (--socket-path,
+# --sandbox=none, the migration flags).
 #
 # Environment: VUFSD_BINARY, VUFS_VM_BUILD_DIR (initramfs cache), VUFS_VM_REQUIRED=1 (missing QEMU
 # or kernel fails instead of skipping).
@@ -65,12 +70,15 @@ s.listen(1)
 fd = os.dup2(s.fileno(), 9)  # not 3: vufsd must use the number it is given
 os.set_inheritable(fd, True)
 os.execv(argv[0], [a.replace("{fd}", str(fd)) for a in argv])
-'
+'''
+# Kata's Go runtime: the socket is the child's fd 3 (exec.Cmd ExtraFiles).
+launcher3=${launcher/os.dup2(s.fileno(), 9)/os.dup2(s.fileno(), 3)}
 
-# run_form NAME SHARE ARGS...: one guest run with vufsd started as "ARGS" (with {fd}).
-run_form() {
-        local name=$1 share=$2 t
-        shift 2
+# run_cmd NAME SHARE DEBUG BACKEND-COMMAND...: one guest run with this backend command (@SOCK@ is
+# the socket path); DEBUG=1 also checks that the debug option took effect.
+run_cmd() {
+        local name=$1 share=$2 debug=$3 t
+        shift 3
         local sums=$tmp/$name.sums
         mkdir -p "$share"
         guest_share_prepare "$share" "$sums"
@@ -78,12 +86,20 @@ run_form() {
         "$here/vm/run-guest.sh" --script guest-basic.sh --timeout 240 \
                 --build-dir "${VUFS_VM_BUILD_DIR:-/var/tmp/vufs-vm}" \
                 --log "$tmp/$name-console.log" --backend-log "$tmp/$name-backend.log" --quiet \
-                -- python3 -c "$launcher" @SOCK@ "$vufsd" "$@" ||
-                fail "$name: guest run with: vufsd $*"
+                -- "$@" ||
+                fail "$name: guest run with: $*"
         out=$(guest_share_check "$share" "$sums") || fail "$name: $out"
-        # -d / --log-level debug took effect.
-        grep -q '^<7>' "$tmp/$name-backend.log" || fail "$name: no debug output from vufsd despite the debug option"
-        msg "ok: $name form served a guest ($(($(date +%s) - t))s): vufsd $*"
+        if [ "$debug" = 1 ]; then
+                grep -q '^<7>' "$tmp/$name-backend.log" || fail "$name: no debug output from vufsd despite the debug option"
+        fi
+        msg "ok: $name form served a guest ($(($(date +%s) - t))s): $*"
+}
+
+# run_form NAME SHARE ARGS...: libvirt's way, vufsd started as "ARGS" (with {fd}).
+run_form() {
+        local name=$1 share=$2
+        shift 2
+        run_cmd "$name" "$share" 1 python3 -c "$launcher" @SOCK@ "$vufsd" "$@"
 }
 
 share_a=$tmp/share,with-comma
@@ -92,5 +108,11 @@ run_form o-options "$share_a" "--fd={fd}" -o "source=$escaped_a,cache=always,san
         --thread-pool-size=2 --rlimit-nofile=4096 -d
 run_form separate-options "$tmp/share-b" "--fd={fd}" --shared-dir "$tmp/share-b" --cache none --sandbox namespace \
         --xattr --thread-pool-size=2 --rlimit-nofile=4096 --log-level debug
+
+run_cmd kata-go "$tmp/share-kata" 0 python3 -c "$launcher3" @SOCK@ "$vufsd" --syslog --cache=auto \
+        --shared-dir="$tmp/share-kata" --fd=3 --migration-mode=find-paths --migration-on-error=guest-error \
+        --thread-pool-size=1 --announce-submounts
+run_cmd kubevirt "$tmp/share-kubevirt" 0 "$vufsd" --socket-path=@SOCK@ --shared-dir="$tmp/share-kubevirt" \
+        --sandbox=none --cache=auto --migration-on-error=guest-error --migration-mode=find-paths
 
 msg "PASS ($(($(date +%s) - t0))s)"

@@ -3,7 +3,10 @@
 #include "device.h"
 #include "queue.h"
 
+#include <assert.h>
+#include <endian.h>
 #include <linux/virtio_config.h>
+#include <linux/virtio_fs.h>
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>
@@ -26,6 +29,29 @@ uint64_t device_offered_features(void) {
 uint64_t device_offered_protocol_features(void) {
         return (1ULL << VHOST_USER_PROTOCOL_F_MQ) | (1ULL << VHOST_USER_PROTOCOL_F_REPLY_ACK) |
                (1ULL << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS);
+}
+
+int device_set_config_tag(Device *d, const char *tag) {
+        size_t n = tag ? strlen(tag) : 0;
+
+        if (n == 0 || n > sizeof d->tag)
+                return -EINVAL;
+        memset(d->tag, 0, sizeof d->tag);
+        memcpy(d->tag, tag, n);
+        d->has_tag = true;
+        return 0;
+}
+
+size_t device_get_config(const Device *d, uint8_t *buf, size_t size) {
+        /* virtio spec 5.11.4: tag[36], le32 num_request_queues. */
+        struct virtio_fs_config cfg = { .num_request_queues = htole32(d->n_queues - 1) };
+
+        if (!d->has_tag || size < sizeof cfg)
+                return 0;
+        static_assert(sizeof cfg.tag == sizeof d->tag, "the tag fills the config space's field");
+        memcpy(cfg.tag, d->tag, sizeof cfg.tag);
+        memcpy(buf, &cfg, sizeof cfg);
+        return sizeof cfg;
 }
 
 static Queue *device_queue(Device *d, unsigned idx) {

@@ -105,6 +105,10 @@ struct Device {
 
         uint64_t features;          /* acked by SET_FEATURES */
         uint64_t protocol_features; /* acked by SET_PROTOCOL_FEATURES */
+        /* --tag: the virtio-fs config space's tag (NUL-padded, not terminated), served through
+         * VHOST_USER_GET_CONFIG (vhost-backend.c); has_tag also offers PROTOCOL_F_CONFIG. */
+        char tag[36];
+        bool has_tag;
         GuestMemory *mem;           /* the current table; main thread only */
         bool owner_set;
 
@@ -138,6 +142,13 @@ uint64_t device_offered_features(void);
 uint64_t device_offered_protocol_features(void);
 
 int device_set_features(Device *d, uint64_t features);
+
+/* --tag: the tag (1..36 bytes) the device's config space reports; from then on
+ * VHOST_USER_PROTOCOL_F_CONFIG is offered and GET_CONFIG answers. -EINVAL for a bad length. */
+int device_set_config_tag(Device *d, const char *tag);
+/* The virtio-fs config space (tag, number of request queues) into buf; its length, 0 without a tag
+ * or when it does not fit. */
+size_t device_get_config(const Device *d, uint8_t *buf, size_t size);
 
 /* Memory table changes publish a new snapshot to every queue. */
 int device_set_mem_table(Device *d, const VhostUserMemory *m, const int *fds, unsigned n_fds);

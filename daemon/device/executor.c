@@ -32,37 +32,6 @@ unsigned executor_default_pool_size(void) {
         return (unsigned) MIN(MAX(2 * n, 4L), 64L);
 }
 
-int executor_mode_from_options(const char *threads, int pool_size, ThreadMode *ret_mode, unsigned *ret_size,
-                               const char **ret_error) {
-        ThreadMode m;
-        const char *dummy;
-
-        if (!ret_error)
-                ret_error = &dummy;
-        if (pool_size > EXECUTOR_MAX_POOL_SIZE) {
-                *ret_error = "--thread-pool-size must be 0..1024";
-                return -ERANGE;
-        }
-        if (!threads) {
-                /* virtiofsd's meaning: 0 (or nothing) = no pool, N = a pool of N. */
-                *ret_mode = pool_size > 0 ? THREAD_MODE_POOL : THREAD_MODE_INLINE;
-                *ret_size = pool_size > 0 ? (unsigned) pool_size : executor_default_pool_size();
-                return 0;
-        }
-        m = thread_mode_from_string(threads);
-        if (m < 0) {
-                *ret_error = "--threads must be inline, pool or auto";
-                return -EINVAL;
-        }
-        if (m != THREAD_MODE_INLINE && pool_size == 0) {
-                *ret_error = "--thread-pool-size=0 means inline; pool and auto need at least 1 worker";
-                return -EINVAL;
-        }
-        *ret_mode = m;
-        *ret_size = pool_size > 0 ? (unsigned) pool_size : executor_default_pool_size();
-        return 0;
-}
-
 /* ---- worker sets ---- */
 
 static void worker_set_init(WorkerSet *ws, const char *name, bool helpers, unsigned cap) {

@@ -52,11 +52,6 @@ Executor *executor_free(Executor *e);
 int executor_set_mode(Executor *e, ThreadMode mode, unsigned pool_size);
 void executor_get_state(Executor *e, ExecutorState *ret);
 
-/* The start-up choice from --threads (NULL if not given) and --thread-pool-size (-1 if not given),
- * with virtiofsd's meaning of the size alone: 0 = inline, N = pool of N. -EINVAL/-ERANGE (with
- * a message in *ret_error) for combinations that make no sense. */
-int executor_mode_from_options(const char *threads, int pool_size, ThreadMode *ret_mode, unsigned *ret_size,
-                               const char **ret_error);
 /* Pool size used when a mode needs one and none was given: 2 per CPU, 4..64. */
 unsigned executor_default_pool_size(void);
 

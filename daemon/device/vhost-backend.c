@@ -5,8 +5,15 @@ static uint64_t vb_offered_features(void *b) {
         return device_offered_features();
 }
 
+/* CONFIG only with a tag (as the Rust virtiofsd: without one there is nothing a VMM should read
+ * from us). */
 static uint64_t vb_offered_protocol_features(void *b) {
-        return device_offered_protocol_features();
+        const Device *d = b;
+        return device_offered_protocol_features() | (d->has_tag ? 1ULL << VHOST_USER_PROTOCOL_F_CONFIG : 0);
+}
+
+static size_t vb_get_config(void *b, uint8_t *buf, size_t size) {
+        return device_get_config(b, buf, size);
 }
 
 static uint64_t vb_protocol_features(void *b) {
@@ -101,4 +108,5 @@ const VhostUserBackendOps device_vhost_ops = {
         .set_vring_call = vb_set_vring_call,
         .set_vring_err = vb_set_vring_err,
         .set_vring_enable = vb_set_vring_enable,
+        .get_config = vb_get_config,
 };

@@ -1,4 +1,4 @@
-/* fs-options.c: names of the cache policies. */
+/* fs-options.c: names of the cache policies and feature modes. */
 #include "fs-options.h"
 
 #include <string.h>
@@ -13,11 +13,25 @@ static const char *const cache_policy_table[_CACHE_MAX] = {
 };
 
 const char *cache_policy_to_string(CachePolicy p) {
-        return (int) p >= 0 && p < _CACHE_MAX ? cache_policy_table[p] : NULL;
+        return (int)p >= 0 && p < _CACHE_MAX ? cache_policy_table[p] : NULL;
 }
 
 CachePolicy cache_policy_from_string(const char *s) {
         if (s && streq(s, "none")) /* the C virtiofsd's name for never */
                 return CACHE_NEVER;
-        return (CachePolicy) string_table_lookup(cache_policy_table, _CACHE_MAX, s);
+        return (CachePolicy)string_table_lookup(cache_policy_table, _CACHE_MAX, s);
+}
+
+static const char *const feature_mode_table[_FEATURE_MODE_MAX] = {
+        [FEATURE_NEVER] = "never",
+        [FEATURE_AUTO] = "auto",
+        [FEATURE_ALWAYS] = "always",
+};
+
+const char *feature_mode_to_string(FeatureMode m) {
+        return (int)m >= 0 && m < _FEATURE_MODE_MAX ? feature_mode_table[m] : NULL;
+}
+
+FeatureMode feature_mode_from_string(const char *s) {
+        return (FeatureMode)string_table_lookup(feature_mode_table, _FEATURE_MODE_MAX, s);
 }

@@ -6,10 +6,10 @@
 #include <stdint.h>
 
 typedef enum CachePolicy {
-        CACHE_NEVER,    /* no caching: timeouts 0, FOPEN_DIRECT_IO */
+        CACHE_NEVER, /* no caching: timeouts 0, FOPEN_DIRECT_IO */
         CACHE_METADATA, /* attributes and entries cached, file data direct */
-        CACHE_AUTO,     /* short timeouts, page cache kept while attributes are valid */
-        CACHE_ALWAYS,   /* long timeouts, KEEP_CACHE and CACHE_DIR */
+        CACHE_AUTO, /* short timeouts, page cache kept while attributes are valid */
+        CACHE_ALWAYS, /* long timeouts, KEEP_CACHE and CACHE_DIR */
         _CACHE_MAX,
         _CACHE_INVALID = -EINVAL,
 } CachePolicy;
@@ -18,17 +18,35 @@ const char *cache_policy_to_string(CachePolicy p);
 /* Accepts "none" as an alias of "never", like the C virtiofsd. */
 CachePolicy cache_policy_from_string(const char *s);
 
+/* --posix-acl[=MODE] and --security-label[=MODE]: never offer the feature to the guest, offer it
+ * when the shared directory's filesystem supports it (auto), or always offer it. */
+typedef enum FeatureMode {
+        FEATURE_NEVER,
+        FEATURE_AUTO,
+        FEATURE_ALWAYS,
+        _FEATURE_MODE_MAX,
+        _FEATURE_MODE_INVALID = -EINVAL,
+} FeatureMode;
+
+const char *feature_mode_to_string(FeatureMode m);
+FeatureMode feature_mode_from_string(const char *s);
+
+typedef struct XattrMap XattrMap;
+
 typedef struct FsOptions {
         const char *shared_dir;
         CachePolicy cache;
         double timeout; /* entry/attr timeout override in seconds; < 0 = the policy's */
         bool xattr;
+        const XattrMap *xattrmap; /* --xattrmap, owned by the Config; NULL = names unchanged */
         bool posix_acl;
         bool security_label;
         bool writeback;
         bool readdirplus;
         bool announce_submounts;
         bool allow_direct_io; /* pass the guest's O_DIRECT to the host (off, as in both virtiofsd) */
+        bool allow_mmap; /* FUSE_DIRECT_IO_ALLOW_MMAP: shared mmap of direct-I/O files (never,
+                          * metadata) */
         bool killpriv_v2;
         bool preserve_noatime;
         bool readonly;
@@ -41,8 +59,8 @@ typedef struct FsOptions {
         uint64_t dir_buffer_max; /* bytes of directory read-ahead over all handles; 0 = the default */
 } FsOptions;
 
-#define FS_OPTIONS_DEFAULT                                                           \
-        (FsOptions) {                                                                \
-                .cache = CACHE_AUTO, .timeout = -1, .readdirplus = true, .posix_lock = true, \
-                .flock = true,                                                          \
+#define FS_OPTIONS_DEFAULT                                                                                            \
+        (FsOptions) {                                                                                                 \
+                .cache = CACHE_AUTO, .timeout = -1, .readdirplus = true, .posix_lock = true, .flock = true,           \
+                .announce_submounts = true,                                                                           \
         }

@@ -21,6 +21,7 @@
 #include "fs-names.h"
 #include "fs-ops.h"
 #include "log.h"
+#include "xattr-map.h"
 
 #define FUSE_SERVER_MINOR 38      /* the protocol minor we implement (Debian 12's linux/fuse.h) */
 #define FUSE_SERVER_MIN_MINOR 31  /* older guests are refused, as the C virtiofsd does */
@@ -285,6 +286,11 @@ static void session_reset(FuseServer *s, bool writeback) {
         s->ops->session_reset(s->fs, writeback);
 }
 
+/* Kernel 6.6 (FUSE 7.39); older headers do not have it yet. */
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+
 static int do_init(Req *r) {
         FuseServer *s = r->s;
         struct fuse_init_in ii = { 0 };
@@ -324,6 +330,10 @@ static int do_init(Req *r) {
                 want |= FUSE_HANDLE_KILLPRIV_V2;
         if (s->opts.announce_submounts)
                 want |= FUSE_SUBMOUNTS;
+        /* --allow-mmap: files opened for direct I/O (cache never/metadata) may still be mapped
+         * shared by the guest. */
+        if (s->opts.allow_mmap)
+                want |= FUSE_DIRECT_IO_ALLOW_MMAP;
         if (s->opts.security_label)
                 want |= FUSE_SECURITY_CTX;
         if (s->opts.xattr) {
@@ -743,6 +753,14 @@ static int do_flush(Req *r) {
         return r->s->ops->flush(r->s->fs, &r->ctx, r->in.nodeid, f->fh, f->lock_owner);
 }
 
+/* --xattrmap: the host name for the guest's (malloc'd in *ret, NULL without a map). */
+static int host_xattr_name(Req *r, const char *name, char **ret) {
+        *ret = NULL;
+        if (!r->s->opts.xattrmap)
+                return 0;
+        return xattr_map_to_host(r->s->opts.xattrmap, name, ret);
+}
+
 static int do_setxattr(Req *r) {
         size_t hdr = negotiated(r, FUSE_SETXATTR_EXT) ? sizeof(struct fuse_setxattr_in) : FUSE_COMPAT_SETXATTR_IN_SIZE;
         const struct fuse_setxattr_in *x = ARG(r, struct fuse_setxattr_in);
@@ -766,7 +784,11 @@ static int do_setxattr(Req *r) {
                 return -E2BIG;
         if (x->size != left)
                 return -EINVAL;
-        return r->s->ops->setxattr(r->s->fs, &r->ctx, r->in.nodeid, name, p, x->size, (int) x->flags,
+        _cleanup_free_ char *mapped = NULL;
+        k = host_xattr_name(r, name, &mapped);
+        if (k < 0)
+                return k;
+        return r->s->ops->setxattr(r->s->fs, &r->ctx, r->in.nodeid, mapped ?: name, p, x->size, (int) x->flags,
                                    hdr == sizeof *x && (x->setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID));
 }
 
@@ -799,8 +821,14 @@ static int xattr_reply(Req *r, uint32_t size, ssize_t (*get)(Req *r, void *buf, 
 static ssize_t getxattr_cb(Req *r, void *buf, size_t size) {
         const char *p = r->arg + sizeof(struct fuse_getxattr_in), *name;
         size_t left = r->arglen - sizeof(struct fuse_getxattr_in);
+        _cleanup_free_ char *mapped = NULL;
+        int k;
+
         (void) fs_string_take(&p, &left, &name, NULL); /* validated by do_getxattr */
-        return r->s->ops->getxattr(r->s->fs, &r->ctx, r->in.nodeid, name, buf, size);
+        k = host_xattr_name(r, name, &mapped);
+        if (k < 0)
+                return k;
+        return r->s->ops->getxattr(r->s->fs, &r->ctx, r->in.nodeid, mapped ?: name, buf, size);
 }
 
 static int do_getxattr(Req *r) {
@@ -820,7 +848,29 @@ static int do_getxattr(Req *r) {
 }
 
 static ssize_t listxattr_cb(Req *r, void *buf, size_t size) {
-        return r->s->ops->listxattr(r->s->fs, &r->ctx, r->in.nodeid, buf, size);
+        _cleanup_free_ char *host = NULL;
+        ssize_t n;
+
+        if (!r->s->opts.xattrmap)
+                return r->s->ops->listxattr(r->s->fs, &r->ctx, r->in.nodeid, buf, size);
+        /* --xattrmap: the host's whole list, renamed and filtered. The list may grow between the
+         * size query and the read: try again a few times. */
+        for (unsigned attempt = 0; attempt < 4; attempt++) {
+                ssize_t want = r->s->ops->listxattr(r->s->fs, &r->ctx, r->in.nodeid, NULL, 0);
+                if (want <= 0)
+                        return want;
+                free(host);
+                host = malloc((size_t) want);
+                if (!host)
+                        return -ENOMEM;
+                n = r->s->ops->listxattr(r->s->fs, &r->ctx, r->in.nodeid, host, (size_t) want);
+                if (n == -ERANGE)
+                        continue;
+                if (n < 0)
+                        return n;
+                return xattr_map_list(r->s->opts.xattrmap, host, (size_t) n, buf, size);
+        }
+        return -ERANGE;
 }
 
 static int do_listxattr(Req *r) {
@@ -842,7 +892,11 @@ static int do_removexattr(Req *r) {
         k = fs_xattr_name_validate(name, nlen);
         if (k < 0)
                 return k;
-        return r->s->ops->removexattr(r->s->fs, &r->ctx, r->in.nodeid, name);
+        _cleanup_free_ char *mapped = NULL;
+        k = host_xattr_name(r, name, &mapped);
+        if (k < 0)
+                return k;
+        return r->s->ops->removexattr(r->s->fs, &r->ctx, r->in.nodeid, mapped ?: name);
 }
 
 static int do_opendir(Req *r) {

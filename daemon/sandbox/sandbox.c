@@ -177,7 +177,7 @@ static int supervisor_lockdown(Supervisor *s, const char *socket_path, SyscallFi
                 slash = strrchr(dir, '/');
                 base = slash ? slash + 1 : dir;
                 s->socket_name = strdup(base);
-                if (!s->socket_name || asprintf(&s->lock_name, "%s.lock", base) < 0)
+                if (!s->socket_name || asprintf(&s->lock_name, "%s.pid", base) < 0)
                         return -ENOMEM;
                 if (slash == dir)
                         dir[1] = '\0';

@@ -10,17 +10,20 @@
 extern int log_max_level;
 
 void log_set_max_level(int level);
+/* From now on log to syslog (the journal), as "vufsd[PID]" or "vufsd@INSTANCE[PID]", facility
+ * daemon, instead of stderr (--syslog). Returns negative errno (and logging stays on stderr) when
+ * /dev/log cannot be reached. */
+int log_open_syslog(const char *instance);
 int log_level_from_string(const char *s);
 
 /* Writes one line "<N>message" (the prefix lets journald keep the priority). Returns -abs(error)
  * when error != 0, so callers can write "return log_error_errno(r, ...)". */
 int log_internal(int level, int error, const char *file, int line, const char *fmt, ...) _printf_(5, 6);
 
-#define log_full_errno(level, error, ...)                                                     \
-        ({                                                                                    \
-                int _l_ = (level), _e_ = (error);                                             \
-                _l_ <= log_max_level ? log_internal(_l_, _e_, __FILE__, __LINE__, __VA_ARGS__) \
-                                     : -abs(_e_);                                             \
+#define log_full_errno(level, error, ...)                                                                             \
+        ({                                                                                                            \
+                int _l_ = (level), _e_ = (error);                                                                     \
+                _l_ <= log_max_level ? log_internal(_l_, _e_, __FILE__, __LINE__, __VA_ARGS__) : -abs(_e_);           \
         })
 #define log_debug(...) log_full_errno(LOG_DEBUG, 0, __VA_ARGS__)
 #define log_info(...) log_full_errno(LOG_INFO, 0, __VA_ARGS__)
@@ -40,14 +43,15 @@ typedef struct RateLimit {
         _Atomic uint64_t suppressed;
 } RateLimit;
 
-#define RATELIMIT_INIT(interval, b) { .interval_us = (interval), .burst = (b) }
+#define RATELIMIT_INIT(interval, b)                                                                                   \
+        { .interval_us = (interval), .burst = (b) }
 
 bool ratelimit_below(RateLimit *rl);
 
 /* Guest-triggered warnings: one shared limiter, 10 lines per 5 s. */
 extern RateLimit guest_log_ratelimit;
-#define log_guest(...)                                        \
-        ({                                                    \
-                if (ratelimit_below(&guest_log_ratelimit))    \
-                        log_warning(__VA_ARGS__);             \
+#define log_guest(...)                                                                                                \
+        ({                                                                                                            \
+                if (ratelimit_below(&guest_log_ratelimit))                                                            \
+                        log_warning(__VA_ARGS__);                                                                     \
         })

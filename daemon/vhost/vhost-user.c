@@ -1,6 +1,7 @@
 /* vhost-user.c: receiving frontend messages with their fds, and one handler per request type. */
 #include "vhost-user.h"
 
+#include <endian.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -199,6 +200,37 @@ static int vring_fd_payload(VhostUserMsg *msg, unsigned *idx, int *fd) {
         return 0;
 }
 
+typedef struct __attribute__((packed)) VhostUserConfigHeader {
+        uint32_t offset, size, flags;
+} VhostUserConfigHeader;
+
+/* GET_CONFIG: the requested window of the config space. A window outside it gets the header
+ * alone, which QEMU (and the Rust vhost-user-backend) read as a failed request; the connection
+ * stays. */
+static int handle_get_config(const VhostUserBackendOps *ops, void *d, int fd, const VhostUserMsg *msg) {
+        struct __attribute__((packed)) {
+                VhostUserConfigHeader h;
+                uint8_t region[VHOST_USER_CONFIG_SPACE_MAX];
+        } reply = {};
+        uint8_t space[VHOST_USER_CONFIG_SPACE_MAX] = {};
+        VhostUserConfigHeader req;
+        size_t n = ops->get_config ? ops->get_config(d, space, sizeof space) : 0;
+
+        if (msg->hdr.size < sizeof req) {
+                log_warning("vhost-user GET_CONFIG: payload of %u bytes is shorter than its header", msg->hdr.size);
+                return send_reply(fd, msg, &reply.h, 0);
+        }
+        memcpy(&req, msg->payload.raw, sizeof req);
+        reply.h = req;
+        if (req.offset > n || req.size > n - req.offset || msg->hdr.size != sizeof req + req.size) {
+                log_debug("vhost-user GET_CONFIG: window %u+%u outside the %zu-byte config space", req.offset,
+                          req.size, n);
+                return send_reply(fd, msg, &reply.h, sizeof reply.h);
+        }
+        memcpy(reply.region, space + req.offset, req.size);
+        return send_reply(fd, msg, &reply, (uint32_t) (sizeof reply.h + req.size));
+}
+
 /* Handles one request. Returns >= 0 (the ack value is 0) or negative errno (ack non-zero);
  * *replied is set when the handler sent the request's own reply. */
 static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMsg *msg, bool *replied) {
@@ -227,6 +259,16 @@ static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMs
                                                  msg->payload.u64);
                 ops->set_protocol_features(d, msg->payload.u64);
                 return 0;
+
+        case VHOST_USER_GET_CONFIG:
+                *replied = true;
+                if (!(ops->protocol_features(d) & (1ULL << VHOST_USER_PROTOCOL_F_CONFIG)))
+                        log_debug("vhost-user GET_CONFIG without PROTOCOL_F_CONFIG negotiated");
+                return handle_get_config(ops, d, fd, msg);
+
+        case VHOST_USER_SET_CONFIG:
+                /* virtio-fs has no writable config field. */
+                return log_warning_errno(EPERM, "vhost-user SET_CONFIG refused: the config space is read-only");
 
         case VHOST_USER_SET_OWNER:
                 ops->set_owner(d);

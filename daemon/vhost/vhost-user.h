@@ -6,6 +6,7 @@
 
 #include <linux/vhost_types.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
@@ -142,7 +143,13 @@ typedef struct VhostUserBackendOps {
         int (*set_vring_call)(void *b, unsigned idx, int fd);
         int (*set_vring_err)(void *b, unsigned idx, int fd);
         int (*set_vring_enable)(void *b, unsigned idx, bool enable);
+        /* GET_CONFIG: writes the device's config space (at most size bytes) and returns its
+         * length; 0 when there is none. NULL: no config space. */
+        size_t (*get_config)(void *b, uint8_t *buf, size_t size);
 } VhostUserBackendOps;
+
+/* The largest config space GET_CONFIG serves (the message payload's bound). */
+#define VHOST_USER_CONFIG_SPACE_MAX 256
 
 /* Handles one received message against the backend b, sending whatever reply the protocol asks
  * for. Takes ownership of the message's fds. Returns 0 to continue, or a negative errno when the

@@ -1,0 +1,184 @@
+#!/bin/bash
+# test-cmdline.sh: the command line as launchers and users meet it, on the vufsd binary:
+#   - usage errors exit 2 and the message names the option (the Rust virtiofsd's clap behaviour),
+#     including values accepted by the Rust daemon that vufsd refuses until they are built
+#   - --version, --help and --print-capabilities work for an unprivileged user
+#   - RUST_LOG sets the level unless --log-level is given
+#   - --syslog sends the lines to syslog (a fake /dev/log in a private mount namespace) with the
+#     sandbox on, and nothing to stderr
+# Environment: VUFSD_BINARY, FE_TRAFFIC. Exit status: 0 pass, 1 fail, 77 skipped.
+
+set -uo pipefail
+
+msg() { echo "test-cmdline: $*" >&2; }
+failures=0
+fail() {
+        msg "FAIL: $*"
+        failures=$((failures + 1))
+}
+
+vufsd=${VUFSD_BINARY:?VUFSD_BINARY not set}
+fe_traffic=${FE_TRAFFIC:?FE_TRAFFIC not set}
+tmp=$(mktemp -d /tmp/vufs-cmdline.XXXXXX)
+chmod 755 "$tmp"
+mkdir -p "$tmp/share"
+daemon=
+cleanup() {
+        [ -z "$daemon" ] || kill "$daemon" 2> /dev/null
+        rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# usage_error WORD ARGS...: vufsd ARGS exits 2 and stderr contains WORD.
+usage_error() {
+        local word=$1 st=0 err
+        shift
+        err=$(timeout 10 "$vufsd" "$@" 2>&1 > /dev/null) || st=$?
+        if [ "$st" != 2 ]; then
+                fail "vufsd $*: exit $st, want 2 ($err)"
+        elif [[ $err != *"$word"* ]]; then
+                fail "vufsd $*: message does not name $word: $err"
+        fi
+}
+
+s=(--socket-path "$tmp/never.sock" --shared-dir "$tmp/share" --sandbox none)
+usage_error --cache "${s[@]}" --cache=bogus
+usage_error "-o cache" "${s[@]}" -o cache=bogus
+usage_error --no-such-option "${s[@]}" --no-such-option
+usage_error "-o bogus" "${s[@]}" -o xattr,bogus
+usage_error --inode-file-handles "${s[@]}" --inode-file-handles never
+usage_error --inode-file-handles "${s[@]}" --inode-file-handles=sometimes
+usage_error --inode-file-handles=mandatory "${s[@]}" --inode-file-handles=mandatory
+usage_error --tag "${s[@]}" --tag=0123456789012345678901234567890123456
+usage_error --tag "${s[@]}" --tag=
+usage_error --posix-acl "${s[@]}" --posix-acl=sometimes
+usage_error --security-label "${s[@]}" --security-label=maybe
+usage_error --log-level "${s[@]}" --log-level=loud
+usage_error --uid-map "${s[@]}" --uid-map=0:0:1
+usage_error --uid-map "${s[@]}" --uid-map=:0:0:0:
+usage_error --uid-map "${s[@]}" --uid-map=:4294967295:4294967295:2:
+usage_error --uid-map "${s[@]}" --uid-map=:0:0:10: --uid-map=:5:5:10:
+usage_error --uid-map "${s[@]}" --uid-map=:0:1000:1:
+usage_error --gid-map "${s[@]}" --gid-map=:0:100000:65536:
+usage_error --translate-uid "${s[@]}" --translate-uid=bogus:1:2:3
+usage_error --translate-uid "${s[@]}" --translate-uid=map:0:1000
+usage_error --translate-uid "${s[@]}" --translate-uid=map:0:1000:1
+usage_error --translate-gid "${s[@]}" --translate-gid=squash-host:0:1000:4294967295
+usage_error --translate-uid "${s[@]}" --translate-uid=forbid-guest:100:10
+usage_error --posix-acl "${s[@]}" --translate-uid=map:0:0:1 --posix-acl
+usage_error --migration-mode "${s[@]}" --migration-mode=bogus
+usage_error --migration-on-error "${s[@]}" --migration-on-error=retry
+usage_error --migration-verify-handles "${s[@]}" --migration-mode=file-handles --migration-verify-handles
+usage_error --migration-confirm-paths "${s[@]}" --migration-mode=file-handles --migration-confirm-paths
+usage_error --fd --fd=3 --socket-path "$tmp/x.sock" --shared-dir "$tmp/share"
+usage_error --socket-group --fd=3 --socket-group=root --shared-dir "$tmp/share"
+usage_error --shared-dir --socket-path "$tmp/x.sock"
+usage_error --xattrmap "${s[@]}" --xattrmap=:ok:all::
+usage_error "-o xattrmap" "${s[@]}" -o xattrmap=:frob:all:::
+usage_error --thread-pool-size "${s[@]}" --thread-pool-size=1025
+usage_error "unexpected argument" "${s[@]}" stray
+
+# Information, also for a user who could not run the daemon.
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+out=$(as_nobody "$vufsd" --version 2>&1) || fail "--version as nobody: $out"
+[[ $out == "vufsd "* ]] || fail "--version printed: $out"
+out=$(as_nobody "$vufsd" --print-capabilities 2>&1) || fail "--print-capabilities as nobody: $out"
+[[ $out == *'"type": "fs"'* ]] || fail "--print-capabilities printed: $out"
+out=$(as_nobody "$vufsd" --help 2>&1) || fail "--help as nobody: $out"
+[[ $out == *--shared-dir* ]] || fail "--help printed: $out"
+
+# start_daemon LOG ARGS...: vufsd in the background on $tmp/d.sock; waits for the socket.
+start_daemon() {
+        local log=$1 i
+        shift
+        rm -f "$tmp/d.sock"
+        "$@" > "$log" 2>&1 &
+        daemon=$!
+        for ((i = 0; i < 100; i++)); do
+                [ -S "$tmp/d.sock" ] && return 0
+                kill -0 "$daemon" 2> /dev/null || break
+                sleep 0.1
+        done
+        fail "no socket from: $*: $(tail -3 "$log")"
+        return 1
+}
+stop_daemon() {
+        local i
+        kill "$daemon" 2> /dev/null
+        for ((i = 0; i < 100; i++)); do
+                kill -0 "$daemon" 2> /dev/null || break
+                sleep 0.1
+        done
+        kill -9 "$daemon" 2> /dev/null
+        wait "$daemon" 2> /dev/null
+        daemon=
+}
+
+d=(--socket-path "$tmp/d.sock" --shared-dir "$tmp/share" --sandbox none --seccomp none)
+# RUST_LOG=debug: debug lines (<7>); with --log-level=info it does not apply.
+if start_daemon "$tmp/rustlog.log" env RUST_LOG=debug "$vufsd" "${d[@]}"; then
+        "$fe_traffic" "$tmp/d.sock" --count 1 > /dev/null 2>&1 || fail "RUST_LOG=debug: no traffic"
+        sleep 0.5
+        stop_daemon
+        grep -q '^<7>' "$tmp/rustlog.log" || fail "RUST_LOG=debug: no debug lines: $(head -5 "$tmp/rustlog.log")"
+fi
+if start_daemon "$tmp/rustlog2.log" env RUST_LOG=virtiofsd=debug "$vufsd" "${d[@]}" --log-level=info; then
+        "$fe_traffic" "$tmp/d.sock" --count 1 > /dev/null 2>&1 || fail "RUST_LOG with --log-level: no traffic"
+        sleep 0.5
+        stop_daemon
+        ! grep -q '^<7>' "$tmp/rustlog2.log" || fail "--log-level=info lost to RUST_LOG"
+fi
+if start_daemon "$tmp/rustlog3.log" env RUST_LOG=warn "$vufsd" "${d[@]}"; then
+        stop_daemon
+        ! grep -q 'Waiting for vhost-user' "$tmp/rustlog3.log" || fail "RUST_LOG=warn still logs info lines"
+fi
+
+# --syslog: lines go to /dev/log, tagged vufsd[PID], none to stderr; the sandbox (namespace, with
+# seccomp) does not cut it off.
+if command -v unshare > /dev/null && [ "$(id -u)" = 0 ]; then
+        python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+out = open(sys.argv[2], "a", buffering=1)
+while True:
+    out.write(s.recv(65536).decode(errors="replace") + "\n")
+' "$tmp/devlog" "$tmp/syslog.txt" &
+        syslogd=$!
+        for ((i = 0; i < 50; i++)); do [ -S "$tmp/devlog" ] && break; sleep 0.1; done
+        # A private /dev holding the usual nodes and the fake log socket.
+        cat > "$tmp/ns.sh" <<NS
+set -e
+mount --make-rprivate /
+mkdir -p "$tmp/dev"
+mount -t tmpfs tmpfs "$tmp/dev"
+for n in null zero full random urandom tty; do touch "$tmp/dev/\$n"; mount --bind "/dev/\$n" "$tmp/dev/\$n"; done
+touch "$tmp/dev/log"
+mount --bind "$tmp/devlog" "$tmp/dev/log"
+mount --rbind "$tmp/dev" /dev
+# LeakSanitizer cannot run inside the sandbox (sanitizer builds): no leak check for this one.
+export ASAN_OPTIONS="\${ASAN_OPTIONS:-}\${ASAN_OPTIONS:+:}detect_leaks=0"
+exec "$vufsd" --syslog --socket-path "$tmp/d.sock" --shared-dir "$tmp/share" --sandbox namespace
+NS
+        if start_daemon "$tmp/syslog-stderr.log" unshare -m bash "$tmp/ns.sh"; then
+                "$fe_traffic" "$tmp/d.sock" --count 2 > /dev/null 2>&1 || fail "--syslog: no traffic"
+                for ((i = 0; i < 50; i++)); do
+                        kill -0 "$daemon" 2> /dev/null || break
+                        sleep 0.1
+                done
+                stop_daemon
+                grep -q 'vufsd\[[0-9]*\]: Waiting for vhost-user socket connection' "$tmp/syslog.txt" ||
+                        fail "--syslog: no Waiting line in syslog: $(head -5 "$tmp/syslog.txt" 2> /dev/null)"
+                grep -q 'vufsd\[[0-9]*\]: Client connected' "$tmp/syslog.txt" ||
+                        fail "--syslog: nothing logged from inside the sandbox: $(cat "$tmp/syslog.txt")"
+                ! grep -q 'Waiting for vhost-user' "$tmp/syslog-stderr.log" ||
+                        fail "--syslog: the lines went to stderr too"
+        fi
+        kill "$syslogd" 2> /dev/null
+        wait "$syslogd" 2> /dev/null
+else
+        msg "skip: --syslog check needs root and unshare"
+fi
+
+[ "$failures" = 0 ] || { msg "$failures failed"; exit 1; }
+msg "PASS"
