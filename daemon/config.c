@@ -469,7 +469,7 @@ int config_verify(const Config *c) {
                 return -EINVAL;
         }
         if (c->modcaps) {
-                uint64_t caps = capabilities_default();
+                uint64_t caps = capabilities_default(c->fs.privileged_files);
                 if (capabilities_modify(&caps, c->modcaps) < 0)
                         return -EINVAL;
         }

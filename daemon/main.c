@@ -58,7 +58,7 @@ static int load_config_file(Config *c, int argc, char *argv[]) {
  * system calls the next one takes away. */
 static int lockdown(Manager *m, const Config *c, SandboxMode sandbox) {
         SyscallFilter filter = c->seccomp ? syscall_filter_from_string(c->seccomp) : syscall_filter_default();
-        uint64_t caps = capabilities_default();
+        uint64_t caps = capabilities_default(c->fs.privileged_files);
         _cleanup_close_ int task_dir = -1;
         int r;
 
