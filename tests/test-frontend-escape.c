@@ -752,6 +752,17 @@ static void guest_root_files(bool privileged_files) {
         ck_assert(!host_exists("guest-sda"));
         /* FIFOs, sockets and set-group-id directories (inheritance, not privilege) stay possible. */
         ck_assert_int_eq(mknod_(FUSE_ROOT_ID, "guest-fifo2", S_IFIFO | 0644, 0), 0);
+        /* So do whiteouts, character devices 0:0 (an overlayfs upper layer on the share makes them
+         * for every file it deletes): they open no device, and need no CAP_MKNOD on the host. */
+        r = mknod_(FUSE_ROOT_ID, "guest-whiteout", S_IFCHR | 0, 0);
+        ck_assert_msg(r == 0, "MKNOD of a whiteout (S_IFCHR 0:0): %s", strerror(-r));
+        {
+                char wpath[512];
+                struct stat wst;
+                snprintf(wpath, sizeof(wpath), "%s/%s", h->share, "guest-whiteout");
+                ck_assert_int_eq(lstat(wpath, &wst), 0);
+                ck_assert(S_ISCHR(wst.st_mode) && wst.st_rdev == makedev(0, 0));
+        }
         {
                 struct fuse_mkdir_in in = { .mode = 0775, .umask = 0 };
                 struct fuse_entry_out e;
