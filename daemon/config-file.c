@@ -88,6 +88,11 @@ static int apply_readonly(Config *c, const char *path, const KeyDef *def, const 
         return 0;
 }
 
+static int apply_privileged_files(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        c->fs.privileged_files = b; /* the capabilities follow in config_verify() */
+        return 0;
+}
+
 static int apply_mode(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
         ThreadMode m = thread_mode_from_string(s);
         if (m < 0)
@@ -171,6 +176,7 @@ static const KeyDef keys[] = {
         { "Security", "RlimitNofile", KEY_UINT, 1, UINT32_MAX, apply_rlimit },
         { "Security", "DirBufferMax", KEY_UINT, DIR_STREAM_BUF_SIZE, DIR_STREAM_MAX_CAP, apply_dir_buffer_max },
         { "Security", "BusUser", KEY_STRING, 0, 0, apply_bus_user },
+        { "Security", "AllowPrivilegedFiles", KEY_BOOL, 0, 0, apply_privileged_files },
         { "Service", "LogLevel", KEY_STRING, 0, 0, apply_log_level },
         { "Service", "KeepListening", KEY_BOOL, 0, 0, apply_keep_listening },
 };

@@ -59,7 +59,8 @@ void config_init(Config *c) {
                 .thread_pool_size_given = -1,
                 .sandbox = sandbox_mode_default(),
                 .seccomp = syscall_filter_default(),
-                .capabilities = capabilities_default(),
+                .capabilities = capabilities_default(false),
+                .modcaps_keep = UINT64_MAX,
                 .posix_acl_mode = FEATURE_NEVER,
                 .security_label_mode = FEATURE_NEVER,
                 .inode_file_handles = INODE_FILE_HANDLES_NEVER,
@@ -151,12 +152,22 @@ static int set_sandbox(Config *c, const char *what, const char *v) {
         return 0;
 }
 
+/* The kept set from the default and --modcaps; again at config_verify(), when
+ * --allow-privileged-files may have come after --modcaps. */
+static void resolve_capabilities(Config *c) {
+        c->capabilities = (capabilities_default(c->fs.privileged_files) | c->modcaps_add) & c->modcaps_keep;
+}
+
 static int set_modcaps(Config *c, const char *v) {
-        /* Applied to the default set each time: a repeated --modcaps replaces the earlier one. */
-        uint64_t caps = capabilities_default();
-        if (capabilities_modify(&caps, v) < 0)
+        /* A repeated --modcaps replaces the earlier one. Applied to no capability and to all of
+         * them, the list gives what it adds and what it leaves: the same as applying it to any
+         * default set. */
+        uint64_t add = 0, keep = UINT64_MAX;
+        if (capabilities_modify(&add, v) < 0 || capabilities_modify(&keep, v) < 0)
                 return usage_error("--modcaps: invalid capability list \"%s\"", v);
-        c->capabilities = caps;
+        c->modcaps_add = add;
+        c->modcaps_keep = keep;
+        resolve_capabilities(c);
         return 0;
 }
 
@@ -997,6 +1008,7 @@ int config_verify(Config *c) {
         const char *why = NULL;
         int r;
 
+        resolve_capabilities(c);
         if (!c->shared_dir)
                 return usage_error("--shared-dir (or -o source=) is required");
         if (c->listen_fd >= 0 && c->socket_path)

@@ -114,6 +114,10 @@ typedef struct Config {
         SandboxMode sandbox;
         SyscallFilter seccomp;
         uint64_t capabilities; /* kept capabilities: the default set with --modcaps applied */
+        /* --modcaps as two masks, so that the default it applies to (which
+         * --allow-privileged-files widens) may be settled after it: capabilities =
+         * (default | modcaps_add) & modcaps_keep. */
+        uint64_t modcaps_add, modcaps_keep;
         IdMapList uid_map, gid_map;
         IdTranslateList translate_uid, translate_gid;
 

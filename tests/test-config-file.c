@@ -9,6 +9,8 @@
 
 #include "config-file.h"
 #include "config.h"
+#include "capabilities.h"
+#include <linux/capability.h>
 #include "test-main.h"
 
 static char dir[] = "/tmp/vufsd-test-config.XXXXXX";
@@ -256,6 +258,37 @@ START_TEST(test_dir_buffer_max) {
 }
 END_TEST
 
+/* AllowPrivilegedFiles= widens the kept capabilities by MKNOD and SETFCAP, also when --modcaps came
+ * before it, and a --modcaps that removes one of them still wins. */
+START_TEST(test_privileged_files) {
+        char a0[] = "vufsd", a1[] = "--shared-dir=/tmp", a2[] = "--modcaps=-mknod";
+        char *argv[] = { a0, a1, NULL }, *drop[] = { a0, a1, a2, NULL };
+        Config c;
+
+        ck_assert_int_eq(load("[Security]\nAllowPrivilegedFiles=yes\n", &c), 1);
+        ck_assert(c.fs.privileged_files);
+        ck_assert_int_eq(config_parse_argv(&c, 2, argv), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        ck_assert(c.capabilities & (UINT64_C(1) << CAP_MKNOD));
+        ck_assert(c.capabilities & (UINT64_C(1) << CAP_SETFCAP));
+        ck_assert_uint_eq(c.capabilities, capabilities_default(true));
+        config_done(&c);
+
+        ck_assert_int_eq(load("[Security]\nAllowPrivilegedFiles=yes\n", &c), 1);
+        ck_assert_int_eq(config_parse_argv(&c, 3, drop), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        ck_assert(!(c.capabilities & (UINT64_C(1) << CAP_MKNOD)));
+        ck_assert(c.capabilities & (UINT64_C(1) << CAP_SETFCAP));
+        config_done(&c);
+
+        ck_assert_int_eq(load("[Security]\nAllowPrivilegedFiles=no\n", &c), 1);
+        ck_assert_int_eq(config_parse_argv(&c, 2, argv), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        ck_assert_uint_eq(c.capabilities, capabilities_default(false));
+        config_done(&c);
+}
+END_TEST
+
 static Suite *config_file_suite(void) {
         Suite *s = suite_create("config-file");
         TCase *tc = tcase_create("core");
@@ -269,6 +302,7 @@ static Suite *config_file_suite(void) {
         tcase_add_test(tc, test_instance_names);
         tcase_add_test(tc, test_bus_user);
         tcase_add_test(tc, test_dir_buffer_max);
+        tcase_add_test(tc, test_privileged_files);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -42,10 +42,10 @@ START_TEST(test_rust_options_typed) {
         ck_assert_int_eq(c.sandbox, SANDBOX_CHROOT);
         ck_assert_int_eq(c.seccomp, SYSCALL_FILTER_LOG);
         {
-                uint64_t want = capabilities_default();
+                uint64_t want = capabilities_default(false);
                 ck_assert_int_eq(capabilities_modify(&want, "-mknod:+sys_admin"), 0);
                 ck_assert_uint_eq(c.capabilities, want);
-                ck_assert_uint_ne(c.capabilities, capabilities_default());
+                ck_assert_uint_ne(c.capabilities, capabilities_default(false));
         }
         ck_assert_int_eq(c.thread_pool_size_given, 3);
         ck_assert(c.fs.allow_mmap && !c.fs.readdirplus && c.fs.writeback && c.fs.allow_direct_io);
@@ -80,7 +80,7 @@ START_TEST(test_defaults) {
         ck_assert_int_eq(c.inode_file_handles, INODE_FILE_HANDLES_NEVER);
         ck_assert_int_eq(c.sandbox, sandbox_mode_default());
         ck_assert_int_eq(c.seccomp, syscall_filter_default());
-        ck_assert_uint_eq(c.capabilities, capabilities_default());
+        ck_assert_uint_eq(c.capabilities, capabilities_default(false));
         ck_assert_int_eq(config_verify(&c), 0);
         ck_assert_int_eq(c.thread_mode, THREAD_MODE_INLINE); /* --thread-pool-size 0 (default) */
         ck_assert(!c.fs.posix_acl && !c.fs.security_label);
@@ -107,7 +107,7 @@ START_TEST(test_last_wins) {
         ck_assert(c.fs.announce_submounts);
         ck_assert(!c.fs.killpriv_v2);
         {
-                uint64_t want = capabilities_default();
+                uint64_t want = capabilities_default(false);
                 ck_assert_int_eq(capabilities_modify(&want, "-chown"), 0);
                 ck_assert_uint_eq(c.capabilities, want); /* the earlier +sys_admin is gone */
         }

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/capability.h>
 #include <linux/fuse.h>
 
 #include "frontend.h"
@@ -331,6 +332,24 @@ static int setxattr_(uint64_t nodeid, const char *name, const char *value) {
         fe_fuse_req_add(rq, &in, inlen);
         fe_fuse_req_add_str(rq, name);
         fe_fuse_req_add(rq, value, strlen(value));
+        r = fe_fuse_call(c, rq);
+        ck_assert_msg(r != -EPROTO && r != -ETIMEDOUT, "SETXATTR: %s", c->last_problem);
+        fe_fuse_req_free(c, rq);
+        n_requests++;
+        return r;
+}
+
+/* SETXATTR with a binary value (a file capability holds NUL bytes). */
+static int setxattr_bin(uint64_t nodeid, const char *name, const void *value, size_t size) {
+        struct fuse_setxattr_in in = { .size = (uint32_t)size };
+        size_t inlen = (c->init.flags & FUSE_SETXATTR_EXT) ? sizeof(in) : FUSE_COMPAT_SETXATTR_IN_SIZE;
+        FeFuseReq *rq;
+        int r;
+
+        ck_assert_int_eq(fe_fuse_req_new(&rq, c, FUSE_SETXATTR, nodeid, 0), 0);
+        fe_fuse_req_add(rq, &in, inlen);
+        fe_fuse_req_add_str(rq, name);
+        fe_fuse_req_add(rq, value, size);
         r = fe_fuse_call(c, rq);
         ck_assert_msg(r != -EPROTO && r != -ETIMEDOUT, "SETXATTR: %s", c->last_problem);
         fe_fuse_req_free(c, rq);
@@ -685,6 +704,26 @@ static void guest_root_files(bool privileged_files) {
         c->uid = c->gid = 1000;
         ck_assert_int_eq(setattr(n, &sa), 0);
         c->uid = c->gid = 0;
+        /* A file capability is a set-id bit by another name: cap_setuid+ep on a program in the
+         * share is host root for any host user who runs it. VFS_CAP_REVISION_2, permitted and
+         * effective CAP_SETUID. */
+        struct {
+                uint32_t magic_etc;
+                struct {
+                        uint32_t permitted, inheritable;
+                } data[2];
+        } fcap = { .magic_etc = 0x02000000 | 0x000001, .data = { { 1u << CAP_SETUID, 0 }, { 0, 0 } } };
+        char fpath[512];
+        snprintf(fpath, sizeof(fpath), "%s/%s", h->share, "sgid-root");
+        r = setxattr_bin(node(FUSE_ROOT_ID, "sgid-root"), "security.capability", &fcap, sizeof(fcap));
+        if (privileged_files) {
+                ck_assert_msg(r == 0, "SETXATTR security.capability with --allow-privileged-files: %s", strerror(-r));
+                ck_assert_int_gt(lgetxattr(fpath, "security.capability", NULL, 0), 0);
+        } else {
+                ck_assert_msg(r == -EPERM, "SETXATTR security.capability as guest root: %d", r);
+                ck_assert_msg(lgetxattr(fpath, "security.capability", NULL, 0) < 0 && errno == ENODATA,
+                              "a file capability appeared on the host");
+        }
         if (privileged_files) {
                 /* (the chown cleared it, the owner set it again) */
                 ck_assert_uint_eq(host_mode("suid-root") & 07777, 06755);
@@ -713,6 +752,17 @@ static void guest_root_files(bool privileged_files) {
         ck_assert(!host_exists("guest-sda"));
         /* FIFOs, sockets and set-group-id directories (inheritance, not privilege) stay possible. */
         ck_assert_int_eq(mknod_(FUSE_ROOT_ID, "guest-fifo2", S_IFIFO | 0644, 0), 0);
+        /* So do whiteouts, character devices 0:0 (an overlayfs upper layer on the share makes them
+         * for every file it deletes): they open no device, and need no CAP_MKNOD on the host. */
+        r = mknod_(FUSE_ROOT_ID, "guest-whiteout", S_IFCHR | 0, 0);
+        ck_assert_msg(r == 0, "MKNOD of a whiteout (S_IFCHR 0:0): %s", strerror(-r));
+        {
+                char wpath[512];
+                struct stat wst;
+                snprintf(wpath, sizeof(wpath), "%s/%s", h->share, "guest-whiteout");
+                ck_assert_int_eq(lstat(wpath, &wst), 0);
+                ck_assert(S_ISCHR(wst.st_mode) && wst.st_rdev == makedev(0, 0));
+        }
         {
                 struct fuse_mkdir_in in = { .mode = 0775, .umask = 0 };
                 struct fuse_entry_out e;

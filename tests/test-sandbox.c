@@ -27,9 +27,13 @@
 #include "test-main.h"
 
 #define BIT(c) (UINT64_C(1) << (c))
-#define DEFAULT_CAPS                                                                                     \
-        (BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_SETGID) | \
-         BIT(CAP_SETUID) | BIT(CAP_MKNOD) | BIT(CAP_SETFCAP))
+/* Without --allow-privileged-files neither MKNOD nor SETFCAP: a taken-over daemon could otherwise
+ * make a block device node of a host disk in the share and open it (chroot mode has no nodev
+ * mount), or give a program in it file capabilities. */
+#define DEFAULT_CAPS                                                                                                  \
+        (BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_SETGID) |               \
+         BIT(CAP_SETUID))
+#define PRIVILEGED_FILES_CAPS (DEFAULT_CAPS | BIT(CAP_MKNOD) | BIT(CAP_SETFCAP))
 
 static FeHarness *h;
 
@@ -44,16 +48,18 @@ static void teardown(void) {
 /* ---- --modcaps ---- */
 
 START_TEST(test_modcaps) {
-        uint64_t m = capabilities_default();
+        uint64_t m = capabilities_default(false);
 
         ck_assert_uint_eq(m, DEFAULT_CAPS);
+        m = capabilities_default(true);
+        ck_assert_uint_eq(m, PRIVILEGED_FILES_CAPS);
         ck_assert_int_eq(capabilities_modify(&m, "-mknod:+sys_nice"), 0);
-        ck_assert_uint_eq(m, (DEFAULT_CAPS & ~BIT(CAP_MKNOD)) | BIT(CAP_SYS_NICE));
+        ck_assert_uint_eq(m, (PRIVILEGED_FILES_CAPS & ~BIT(CAP_MKNOD)) | BIT(CAP_SYS_NICE));
         ck_assert_int_eq(capabilities_modify(&m, "+CAP_MKNOD,-Cap_Sys_Nice"), 0);
-        ck_assert_uint_eq(m, DEFAULT_CAPS);
+        ck_assert_uint_eq(m, PRIVILEGED_FILES_CAPS);
         ck_assert_int_eq(capabilities_modify(&m, "mknod"), -EINVAL);
         ck_assert_int_eq(capabilities_modify(&m, "+no_such_cap"), -EINVAL);
-        ck_assert_uint_eq(m, DEFAULT_CAPS); /* unchanged on error */
+        ck_assert_uint_eq(m, PRIVILEGED_FILES_CAPS); /* unchanged on error */
         ck_assert_int_eq(capability_from_name("setfcap"), CAP_SETFCAP);
         ck_assert_str_eq(capability_to_name(CAP_DAC_OVERRIDE), "dac_override");
 }
@@ -415,6 +421,20 @@ START_TEST(test_chroot_modcaps) {
 }
 END_TEST
 
+/* --allow-privileged-files gives back what device nodes and file capabilities need. */
+START_TEST(test_privileged_files_caps) {
+        const char *const extra[] = { "--sandbox=chroot", "--seccomp=kill", "--bus=none", "--allow-privileged-files",
+                                      NULL };
+        pid_t w;
+
+        spawn(extra);
+        w = worker_of(h->backend->pid);
+        ck_assert_int_gt(w, 0);
+        exercise(w, PRIVILEGED_FILES_CAPS, h->backend->pid, false);
+        stop_and_check();
+}
+END_TEST
+
 START_TEST(test_none) {
         const char *const extra[] = { "--sandbox=none", "--seccomp=kill", "--bus=none", NULL };
         pid_t pid;
@@ -547,6 +567,7 @@ static Suite *sandbox_suite(void) {
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_namespace);
         tcase_add_test(tc, test_chroot_modcaps);
+        tcase_add_test(tc, test_privileged_files_caps);
         tcase_add_test(tc, test_none);
         tcase_add_test(tc, test_fail_closed);
         tcase_add_test(tc, test_notify_relay);

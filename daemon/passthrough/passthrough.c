@@ -562,8 +562,11 @@ static int pt_mknod(void *fs, const FsCtx *c, uint64_t parent, const char *name,
         case S_IFBLK:
                 /* A device node in the share opens that device for every host user its mode lets
                  * in. Only with --allow-privileged-files (and then where the caller is privileged:
-                 * the host kernel decides). */
-                if (!((const Passthrough *) fs)->opts.privileged_files)
+                 * the host kernel decides). A whiteout (character device 0:0, what an overlayfs
+                 * upper layer on the share makes for a deleted file) opens nothing and needs no
+                 * CAP_MKNOD: always allowed. */
+                if (!((const Passthrough *)fs)->opts.privileged_files &&
+                    !((mode & S_IFMT) == S_IFCHR && rdev == makedev(0, 0)))
                         return -EPERM;
                 break;
         case S_IFDIR:

@@ -120,6 +120,13 @@ int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, con
                 xattr_leave();
                 return -EINVAL;
         }
+        /* A file capability is a set-id bit by another name (issue 13 item 10): cap_setuid+ep on a
+         * program in the share is host root for whoever runs it on the host. Refused as MKNOD of a
+         * device is, unless --allow-privileged-files; the daemon then has no CAP_SETFCAP either. */
+        if (!p->opts.privileged_files && strcmp(name, "security.capability") == 0) {
+                xattr_leave();
+                return -EPERM;
+        }
         /* An access ACL also sets the mode (the host kernel's setxattr does that itself). */
         r = setxattr(path, name, value, size, flags) < 0 ? negative_errno() : 0;
         xattr_leave();

@@ -63,16 +63,24 @@ static const char *const cap_names[] = {
 
 #define BIT(c) (UINT64_C(1) << (c))
 
-uint64_t capabilities_default(void) {
+uint64_t capabilities_default(bool privileged_files) {
         /* chown/fchownat as the daemon and for SETATTR; DAC_OVERRIDE and FOWNER act as root on
          * the guest's behalf (the guest's own permission checks already ran, or the request runs
          * with the guest's fsuid, where effective caps are dropped by the kernel); FSETID keeps
          * setgid bits on writes the guest may make; SETUID/SETGID switch identities per request
-         * (credentials.c); MKNOD for device nodes the guest creates (never opened: see
-         * passthrough.c); SETFCAP for security.capability xattrs. Nothing else is needed after
-         * the sandbox: RLIMIT_NOFILE is raised, sockets are bound and namespaces made before. */
-        return BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_SETGID) |
-               BIT(CAP_SETUID) | BIT(CAP_MKNOD) | BIT(CAP_SETFCAP);
+         * (credentials.c). Only with --allow-privileged-files: MKNOD for device nodes the guest
+         * creates (never opened: see passthrough.c) and SETFCAP for security.capability xattrs.
+         * Without that option the filesystem layer refuses both, and a taken-over daemon must not
+         * be able to do them either: in chroot mode (no nodev mount) a block device node of a host
+         * disk made in the share opens that disk. Whiteouts (character device 0:0) need no
+         * capability since Linux 5.8. Nothing else is needed after the sandbox: RLIMIT_NOFILE is
+         * raised, sockets are bound and namespaces made before. */
+        uint64_t caps = BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_SETGID) |
+                        BIT(CAP_SETUID);
+
+        if (privileged_files)
+                caps |= BIT(CAP_MKNOD) | BIT(CAP_SETFCAP);
+        return caps;
 }
 
 const char *capability_to_name(int cap) {

@@ -5,11 +5,13 @@
  * (a signal makes each one apply the same change to itself, as glibc does for setuid()). */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
-/* What the passthrough needs, the set the C virtiofsd keeps: CHOWN, DAC_OVERRIDE, FOWNER, FSETID,
- * SETGID, SETUID, MKNOD, SETFCAP. */
-uint64_t capabilities_default(void);
+/* What the passthrough needs: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, SETGID, SETUID; with
+ * privileged_files (--allow-privileged-files) also MKNOD and SETFCAP, the set the C virtiofsd
+ * keeps. */
+uint64_t capabilities_default(bool privileged_files);
 
 /* Applies a --modcaps list to *mask: "+name" adds, "-name" removes; items separated by ':' or ','
  * (virtiofsd uses ':'), names with or without "cap_", any case. -EINVAL (printed) when an item is
