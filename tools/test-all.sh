@@ -80,7 +80,8 @@ if [ -d build-fuzz ]; then
 else
         CC=clang meson setup build-fuzz "${fuzz_opts[@]}"
 fi
-meson compile -C build-fuzz tests/fuzz/fuzz-vhost-user tests/fuzz/fuzz-virtqueue tests/fuzz/fuzz-fuse tests/fuzz/fuzz-vhost-sequence
+meson compile -C build-fuzz tests/fuzz/fuzz-vhost-user tests/fuzz/fuzz-virtqueue tests/fuzz/fuzz-fuse tests/fuzz/fuzz-vhost-sequence \
+        tests/fuzz/fuzz-xattr-map
 run_suite build-fuzz "" --no-rebuild --suite fuzz
 
 echo
