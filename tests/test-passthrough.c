@@ -435,6 +435,26 @@ START_TEST(test_lock_budget) {
 }
 END_TEST
 
+/* Offsets the host's off_t cannot hold are refused, for reads and writes alike (io_handle()). */
+START_TEST(test_io_offset_bounds) {
+        char byte = 'x';
+        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+        FsEntry e;
+        uint64_t fh;
+
+        ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "o", 0644, O_RDWR, false, &e, &fh), 0);
+        ck_assert_int_eq(ops->write(pt, &root_ctx, e.nodeid, fh, (uint64_t) INT64_MAX + 1, &iov, 1, false), -EINVAL);
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, (uint64_t) INT64_MAX + 1, &iov, 1), -EINVAL);
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, UINT64_MAX, &iov, 1), -EINVAL);
+        ck_assert_int_eq(ops->write(pt, &root_ctx, e.nodeid, fh, 0, &iov, 1, false), 1);
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, 0, &iov, 1), 1);
+        /* a handle that is not this node's */
+        ck_assert_int_eq(ops->read(pt, &root_ctx, 1, fh, 0, &iov, 1), -EBADF);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, 0, &iov, 1), -EBADF);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("passthrough");
         TCase *tc = tcase_create("core");
@@ -447,6 +467,7 @@ int main(void) {
         tcase_add_test(tc, test_open_type_checks);
         tcase_add_test(tc, test_budget_enfile);
         tcase_add_test(tc, test_lock_budget);
+        tcase_add_test(tc, test_io_offset_bounds);
         tcase_add_root_test(tc, test_symlink_and_mknod_as_caller);
         tcase_add_root_test(tc, test_xattr_without_proc_path);
         tcase_add_root_test(tc, test_security_labels);

@@ -785,6 +785,14 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
         return r;
 }
 
+/* The handle a read or write goes through, and its offset checked: the host takes an off_t, so an
+ * offset past INT64_MAX is the guest's error (EINVAL), never a wrap to a negative one. */
+static int io_handle(Passthrough *p, uint64_t nodeid, uint64_t fh, uint64_t off, Handle **ret) {
+        if (off > INT64_MAX)
+                return -EINVAL;
+        return handle_map_get(p->handles, fh, nodeid, 0, ret);
+}
+
 static ssize_t pt_read(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off,
                        const struct iovec *iov, unsigned niov) {
         Passthrough *p = fs;
@@ -792,9 +800,7 @@ static ssize_t pt_read(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, u
         ssize_t n;
         int r;
 
-        if (off > INT64_MAX)
-                return -EINVAL;
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        r = io_handle(p, nodeid, fh, off, &h);
         if (r < 0)
                 return r;
         n = preadv(h->fd, iov, (int) niov, (off_t) off);
@@ -808,9 +814,7 @@ static ssize_t pt_write(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, 
         ssize_t n;
         int r;
 
-        if (off > INT64_MAX)
-                return -EINVAL;
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        r = io_handle(p, nodeid, fh, off, &h);
         if (r < 0)
                 return r;
         if (kill_priv) {
