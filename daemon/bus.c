@@ -214,10 +214,11 @@ static int property_get_running_queues(sd_bus *bus, const char *path, const char
 
 static int property_get_features(sd_bus *bus, const char *path, const char *interface, const char *property,
                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-        Device *d = ((Bus *) userdata)->manager->device;
+        DeviceInfo info;
         /* Both are written by vhost-user messages, which run on this (the main) thread. */
+        device_get_info(((Bus *) userdata)->manager->device, &info);
         return sd_bus_message_append(reply, "t",
-                                     streq(property, "NegotiatedFeatures") ? d->features : d->protocol_features);
+                                     streq(property, "NegotiatedFeatures") ? info.features : info.protocol_features);
 }
 
 static int property_get_thread_mode(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -481,6 +482,7 @@ static int method_get_statistics(sd_bus_message *msg, void *userdata, sd_bus_err
         Bus *b = userdata;
         Manager *m = b->manager;
         ExecutorState st;
+        DeviceInfo info;
         uint64_t ts;
         int r;
 
@@ -490,6 +492,7 @@ static int method_get_statistics(sd_bus_message *msg, void *userdata, sd_bus_err
         ts = now_usec();
         stats_snapshot(m->stats, snap);
         executor_get_state(m->executor, &st);
+        device_get_info(m->device, &info);
 
         r = sd_bus_message_new_method_return(msg, &reply);
         if (r < 0)
@@ -517,7 +520,7 @@ static int method_get_statistics(sd_bus_message *msg, void *userdata, sd_bus_err
                 return r;
 
         r = sd_bus_message_open_container(reply, 'a', "(ustttat)");
-        for (unsigned q = 0; r >= 0 && q < m->device->n_queues && q < DEVICE_MAX_QUEUES; q++) {
+        for (unsigned q = 0; r >= 0 && q < info.n_queues && q < DEVICE_MAX_QUEUES; q++) {
                 char name[32];
                 if (q == DEVICE_HIPRIO_QUEUE)
                         snprintf(name, sizeof name, "hiprio");
@@ -576,11 +579,13 @@ static const sd_bus_vtable daemon_vtable[] = {
 void bus_device_changed(Bus *b) {
         char *changed[6] = {};
         unsigned n = 0;
+        DeviceInfo info;
         Manager *m;
 
         if (!b || b->lost)
                 return;
         m = b->manager;
+        device_get_info(m->device, &info);
 #define CHECK(field, value, name)                         \
         do {                                              \
                 __typeof__(b->field) _v_ = (value);       \
@@ -591,9 +596,9 @@ void bus_device_changed(Bus *b) {
         } while (0)
         CHECK(connected, m->conn_fd >= 0, "Connected");
         CHECK(connections, m->n_connections, "Connections");
-        CHECK(running_queues, device_running_queues(m->device), "RunningQueues");
-        CHECK(features, m->device->features, "NegotiatedFeatures");
-        CHECK(protocol_features, m->device->protocol_features, "NegotiatedProtocolFeatures");
+        CHECK(running_queues, info.running_queues, "RunningQueues");
+        CHECK(features, info.features, "NegotiatedFeatures");
+        CHECK(protocol_features, info.protocol_features, "NegotiatedProtocolFeatures");
 #undef CHECK
         (void) emit_changed(b, changed);
 }

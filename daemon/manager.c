@@ -101,15 +101,17 @@ Manager *manager_free(Manager *m) {
  * measured by the periodic refresh (on_status_timer()). */
 static void manager_status(Manager *m, const char *state) {
         ExecutorState es;
+        DeviceInfo info;
         char pool[32] = "", rate[32] = "";
 
         executor_get_state(m->executor, &es);
+        device_get_info(m->device, &info);
         if (es.mode != THREAD_MODE_INLINE)
                 snprintf(pool, sizeof pool, " (%u threads)", es.pool_size);
         if (m->status_rate >= 0)
                 snprintf(rate, sizeof rate, "; %.0f req/s", m->status_rate);
         (void) sandbox_notifyf("STATUS=%s; %u of %u queues running; threads %s%s; cache %s%s", state,
-                               device_running_queues(m->device), m->device->n_queues, thread_mode_to_string(es.mode),
+                               info.running_queues, info.n_queues, thread_mode_to_string(es.mode),
                                pool, cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate);
 }
 

@@ -392,55 +392,6 @@ static void roundtrip(FeFuse *c, const char *name, size_t size, uint32_t seed) {
 
 /* ---- tests ---- */
 
-START_TEST(test_instance_names) {
-        static const struct {
-                const char *instance, *element;
-        } cases[] = {
-                { "vm1", "vm1" },      { "my-vm", "my_2dvm" }, { "a_b", "a_5fb" }, { "9p", "_39p" },
-                { "a.b", "a_2eb" },    { "x9", "x9" },         { "\"q\\", "_22q_5c" }, { "é", "_c3_a9" },
-        };
-        char *s;
-
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                ck_assert_int_eq(bus_instance_escape(cases[i].instance, &s), 0);
-                ck_assert_str_eq(s, cases[i].element);
-                free(s);
-                ck_assert_int_eq(bus_instance_unescape(cases[i].element, &s), 0);
-                ck_assert_str_eq(s, cases[i].instance);
-                free(s);
-        }
-        /* Distinct names never collide: the escape character is escaped too. */
-        char *a, *b;
-        ck_assert_int_eq(bus_instance_escape("a.b", &a), 0);
-        ck_assert_int_eq(bus_instance_escape("a_2eb", &b), 0);
-        ck_assert_str_ne(a, b);
-        free(a);
-        free(b);
-
-        ck_assert_int_eq(bus_instance_escape("", &s), -EINVAL);
-        char longname[BUS_INSTANCE_MAX + 2];
-        memset(longname, 'x', sizeof longname - 1);
-        longname[sizeof longname - 1] = '\0';
-        ck_assert_int_eq(bus_instance_escape(longname, &s), -EINVAL);
-        longname[BUS_INSTANCE_MAX] = '\0';
-        ck_assert_int_eq(bus_instance_escape(longname, &s), 0);
-        ck_assert_int_eq(bus_instance_to_name(longname, &a), 0);
-        ck_assert_ptr_nonnull(s);
-        ck_assert(sd_bus_service_name_is_valid(a)); /* "\xff"-heavy names stay valid too, see below */
-        free(a);
-        free(s);
-        memset(longname, 0xff, BUS_INSTANCE_MAX);
-        ck_assert_int_eq(bus_instance_to_name(longname, &a), 0);
-        ck_assert(sd_bus_service_name_is_valid(a));
-        free(a);
-
-        /* Only what the escape produces is accepted back. */
-        static const char *const bad[] = { "", "_", "_4", "_zz", "_41", "_00", "9x", "a-b", "_2E" };
-        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
-                ck_assert_msg(bus_instance_unescape(bad[i], &s) == -EINVAL, "\"%s\" accepted", bad[i]);
-}
-END_TEST
-
 START_TEST(test_properties) {
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
         static const char *const more[] = { "--threads", "pool", "--thread-pool-size", "3", "--cache", "metadata",
@@ -1480,11 +1431,7 @@ END_TEST
 
 int main(void) {
         Suite *s = suite_create("bus");
-        TCase *names = tcase_create("names");
         TCase *tc = tcase_create("daemon");
-
-        tcase_add_test(names, test_instance_names);
-        suite_add_tcase(s, names);
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 120);

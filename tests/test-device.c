@@ -276,10 +276,39 @@ START_TEST(test_new_checks) {
 }
 END_TEST
 
+/* What the composition may read of the device (its struct is private to daemon/device/): the
+ * queue count it was made with and what the frontend negotiated, through device_get_info(). */
+START_TEST(test_info) {
+        Frontend *fe;
+        FeFuse *c;
+        DeviceInfo info;
+
+        backend_start(THREAD_MODE_INLINE);
+        device_get_info(b.dev, &info);
+        ck_assert_uint_eq(info.n_queues, 3);
+        ck_assert_uint_eq(info.running_queues, 0);
+        ck_assert_uint_eq(info.features, 0);
+        ck_assert_uint_eq(info.protocol_features, 0);
+        c = frontend_start(&fe);
+        /* Everything below is written on the vhost-user thread, read here after a round trip. */
+        ck_assert_int_eq(fe_vu_ping(fe), 0);
+        device_get_info(b.dev, &info);
+        ck_assert_uint_eq(info.n_queues, 3);
+        ck_assert_uint_eq(info.running_queues, 3);
+        ck_assert_uint_ne(info.features, 0);
+        ck_assert_uint_eq(info.features, fe->features);
+        ck_assert_uint_eq(info.protocol_features, fe->protocol);
+        frontend_stop(fe, c);
+        backend_stop();
+        ck_assert_ptr_null(b.dev);
+}
+END_TEST
+
 static void add_tests(Suite *s) {
         TCase *tc = tcase_create("device");
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_new_checks);
+        tcase_add_test(tc, test_info);
         tcase_add_test(tc, test_requests_inline);
         tcase_add_test(tc, test_requests_pool);
         tcase_add_test(tc, test_stop_cancels_blocked);

@@ -391,6 +391,70 @@ START_TEST(test_submount_entries) {
 }
 END_TEST
 
+/* A lock owner's OFD (locks.c) is one fd of the budget: refused with ENFILE when it is spent, with
+ * nothing left behind, and given back when the handle's RELEASE drops the owner's locks. */
+START_TEST(test_lock_budget) {
+        FsLock wr = { .start = 0, .end = 9, .type = F_WRLCK, .pid = 1 };
+        FsEntry e;
+        uint64_t fh;
+
+        pt = passthrough_free(pt);
+        {
+                FsOptions o = FS_OPTIONS_DEFAULT;
+                o.max_fds = 3; /* root, inode, handle: none left for a lock */
+                start(o);
+        }
+        ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "l", 0644, O_RDWR, false, &e, &fh), 0);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 3);
+        ck_assert_int_eq(ops->setlk(pt, &root_ctx, e.nodeid, fh, 7, &wr, false, false), -ENFILE);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 3);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 7, false), 0);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 2);
+
+        pt = passthrough_free(pt);
+        {
+                FsOptions o = FS_OPTIONS_DEFAULT;
+                o.max_fds = 4;
+                start(o);
+        }
+        ck_assert_int_eq(ops->lookup(pt, &root_ctx, 1, "l", &e), 0);
+        ck_assert_int_eq(ops->open(pt, &root_ctx, e.nodeid, O_RDWR, false, &fh), 0);
+        ck_assert_int_eq(ops->setlk(pt, &root_ctx, e.nodeid, fh, 7, &wr, false, false), 0);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 4);
+        /* the same owner again: its OFD is reused, nothing more charged */
+        wr.start = 20, wr.end = 29;
+        ck_assert_int_eq(ops->setlk(pt, &root_ctx, e.nodeid, fh, 7, &wr, false, false), 0);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 4);
+        /* another owner: the budget is spent */
+        ck_assert_int_eq(ops->setlk(pt, &root_ctx, e.nodeid, fh, 8, &wr, false, false), -ENFILE);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 4);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 7, false), 0);
+        ck_assert_uint_eq(passthrough_fds_used(pt), 2);
+        ops->forget(pt, e.nodeid, 1);
+        ck_assert_uint_eq(passthrough_fds_used(pt), baseline_fds);
+}
+END_TEST
+
+/* Offsets the host's off_t cannot hold are refused, for reads and writes alike (io_handle()). */
+START_TEST(test_io_offset_bounds) {
+        char byte = 'x';
+        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+        FsEntry e;
+        uint64_t fh;
+
+        ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "o", 0644, O_RDWR, false, &e, &fh), 0);
+        ck_assert_int_eq(ops->write(pt, &root_ctx, e.nodeid, fh, (uint64_t) INT64_MAX + 1, &iov, 1, false), -EINVAL);
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, (uint64_t) INT64_MAX + 1, &iov, 1), -EINVAL);
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, UINT64_MAX, &iov, 1), -EINVAL);
+        ck_assert_int_eq(ops->write(pt, &root_ctx, e.nodeid, fh, 0, &iov, 1, false), 1);
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, 0, &iov, 1), 1);
+        /* a handle that is not this node's */
+        ck_assert_int_eq(ops->read(pt, &root_ctx, 1, fh, 0, &iov, 1), -EBADF);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 0, false), 0);
+        ck_assert_int_eq(ops->read(pt, &root_ctx, e.nodeid, fh, 0, &iov, 1), -EBADF);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("passthrough");
         TCase *tc = tcase_create("core");
@@ -402,6 +466,8 @@ int main(void) {
         tcase_add_root_test(tc, test_killpriv);
         tcase_add_test(tc, test_open_type_checks);
         tcase_add_test(tc, test_budget_enfile);
+        tcase_add_test(tc, test_lock_budget);
+        tcase_add_test(tc, test_io_offset_bounds);
         tcase_add_root_test(tc, test_symlink_and_mknod_as_caller);
         tcase_add_root_test(tc, test_xattr_without_proc_path);
         tcase_add_root_test(tc, test_security_labels);

@@ -2,6 +2,7 @@
  * SIGSYS (kill, trap) or are logged by the kernel (log); what the daemon needs keeps working. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -27,6 +28,16 @@ typedef void (*Action)(void);
  * fork: getppid() is not on the allowlist). */
 static pid_t parent_pid;
 
+/* Which filter run_filtered() installs: the daemon's, or the supervisor's (sandbox.c) with the
+ * test process as the daemon it watches, with or without the socket-file calls. */
+static bool supervisor, supervisor_files;
+
+#ifdef __SANITIZE_ADDRESS__
+static const bool sanitizer_build = true;
+#else
+static const bool sanitizer_build = false;
+#endif
+
 /* Runs action in a child under filter f; returns the waitpid status. The child's stderr goes to
  * err (if not NULL). */
 static int run_filtered(SyscallFilter f, Action action, char *err, size_t errlen) {
@@ -40,7 +51,7 @@ static int run_filtered(SyscallFilter f, Action action, char *err, size_t errlen
         if (pid == 0) {
                 close(p[0]);
                 dup2(p[1], STDERR_FILENO);
-                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_install(f) < 0)
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || (supervisor ? seccomp_install_supervisor(f, parent_pid, supervisor_files) : seccomp_install(f)) < 0)
                         _exit(90);
                 action();
                 _exit(0);
@@ -141,6 +152,52 @@ static void assert_killed(SyscallFilter f, Action a, const char *what) {
         ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS, "%s under %s: status 0x%x, expected SIGSYS", what,
                       syscall_filter_to_string(f), st);
 }
+
+/* The supervisor's calls: its own threads and limits, signals and waits to the daemon only. */
+static void do_supervisor_allowed(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                _exit(1);
+        if (syscall(SYS_tgkill, getpid(), gettid(), 0) < 0)
+                _exit(2);
+        if (kill(parent_pid, 0) < 0)
+                _exit(3);
+        if (write(STDERR_FILENO, "", 0) < 0)
+                _exit(4);
+}
+
+static void do_open_null(void) {
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                _exit(5);
+        close(fd);
+}
+
+START_TEST(test_supervisor) {
+        int st;
+
+        supervisor = true;
+        supervisor_files = false;
+        /* Sanitizer runtimes make calls of their own (sigaltstack) that the supervisor's list
+         * leaves out; such builds run it without a filter (syscall_filter_default()). */
+        if (!sanitizer_build) {
+                st = run_filtered(SYSCALL_FILTER_KILL, do_supervisor_allowed, NULL, 0);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+        }
+        assert_killed(SYSCALL_FILTER_KILL, do_open_null, "open without socket files");
+        assert_killed(SYSCALL_FILTER_KILL, do_prlimit_other, "prlimit64 on the daemon");
+        assert_killed(SYSCALL_FILTER_KILL, do_tgkill_other, "tgkill to the daemon");
+        assert_killed(SYSCALL_FILTER_KILL, do_sysinfo, "sysinfo");
+        assert_killed(SYSCALL_FILTER_KILL, do_fork, "fork");
+        supervisor_files = true;
+        if (!sanitizer_build) {
+                st = run_filtered(SYSCALL_FILTER_KILL, do_open_null, NULL, 0);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "open with socket files: status 0x%x", st);
+        }
+        supervisor = supervisor_files = false;
+}
+END_TEST
 
 START_TEST(test_names) {
         ck_assert_int_eq(syscall_filter_from_string("kill"), SYSCALL_FILTER_KILL);
@@ -249,6 +306,7 @@ static Suite *seccomp_suite(void) {
         tcase_add_test(tc, test_kill);
         tcase_add_test(tc, test_trap_names_the_call);
         tcase_add_test(tc, test_none);
+        tcase_add_test(tc, test_supervisor);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1,6 +1,6 @@
 /* device.c: the virtio-fs device: its queues' configuration from vhost-user (features, memory
  * tables, rings, fds), creation and reset. The data path is queue.c. */
-#include "device.h"
+#include "device-internal.h"
 #include "queue.h"
 
 #include <assert.h>
@@ -124,6 +124,15 @@ unsigned device_running_queues(Device *d) {
         for (unsigned i = 0; i < d->n_queues; i++)
                 n += d->queues[i].thread_running;
         return n;
+}
+
+void device_get_info(Device *d, DeviceInfo *ret) {
+        *ret = (DeviceInfo) {
+                .n_queues = d->n_queues,
+                .running_queues = device_running_queues(d),
+                .features = d->features,
+                .protocol_features = d->protocol_features,
+        };
 }
 
 int device_set_features(Device *d, uint64_t features) {

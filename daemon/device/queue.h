@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "device.h"
+#include "device-internal.h"
 
 static inline bool has_feature(uint64_t features, unsigned bit) {
         return features & (1ULL << bit);

@@ -1,5 +1,5 @@
 /* vhost-backend.c: the device as the backend of vhost-user messages (VhostUserBackendOps). */
-#include "device.h"
+#include "device-internal.h"
 
 static uint64_t vb_offered_features(void *b) {
         return device_offered_features();

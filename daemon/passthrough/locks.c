@@ -33,8 +33,7 @@ static void plock_unref(PLock *l) {
         /* acq_rel: every user's fcntl happens before the last one's close. */
         if (atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
                 return;
-        safe_close(l->fd);
-        fd_budget_release(l->budget);
+        fd_budget_close(l->budget, l->fd);
         free(l);
 }
 
@@ -104,17 +103,12 @@ static int plock_get(Passthrough *p, Handle *h, uint64_t owner, PLock **ret) {
                 return 0;
         }
 
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        nfd = reopen_inode(p, i, h->flags & O_ACCMODE);
-        if (nfd < 0) {
-                fd_budget_release(&p->budget);
+        nfd = open_inode(p, i, h->flags & O_ACCMODE);
+        if (nfd < 0)
                 return nfd;
-        }
         l = malloc(sizeof *l);
         if (!l) {
-                safe_close(nfd);
-                fd_budget_release(&p->budget);
+                fd_budget_close(&p->budget, nfd);
                 return -ENOMEM;
         }
         *l = (PLock){ .fd = nfd, .fh = h->fh, .budget = &p->budget };

@@ -20,9 +20,9 @@ struct Passthrough {
         _Atomic bool writeback; /* negotiated for the current session */
 };
 
-/* Re-opens an inode for I/O through /proc/self/fd (regular files and directories only). The
- * caller has taken one fd of the budget for the result. */
-int reopen_inode(Passthrough *p, Inode *i, int flags);
+/* Re-opens an inode for I/O through /proc/self/fd (regular files and directories only), the fd
+ * charged to the budget: -ENFILE when it is spent; fd_budget_close() gives it back. */
+int open_inode(Passthrough *p, Inode *i, int flags);
 
 struct statx;
 /* statx() of the fd itself, without following it and without automounting. */

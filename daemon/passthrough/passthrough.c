@@ -78,12 +78,11 @@ void proc_name(char buf[static 16], int fd) {
         snprintf(buf, 16, "%i", fd);
 }
 
-/* Re-opens an inode for I/O through /proc/self/fd. Only regular files and directories: opening a
- * device node or FIFO the guest created would reach host devices or block (CVE-2020-35517). The
- * caller has taken one fd of the budget for the result. */
-int reopen_inode(Passthrough *p, Inode *i, int flags) {
+/* Re-opens an inode for I/O through /proc/self/fd, the fd charged to the budget. Only regular
+ * files and directories: opening a device node or FIFO the guest created would reach host devices
+ * or block (CVE-2020-35517). */
+int open_inode(Passthrough *p, Inode *i, int flags) {
         char name[16];
-        int fd;
 
         if (i->type == S_IFLNK)
                 return -ELOOP;
@@ -93,22 +92,7 @@ int reopen_inode(Passthrough *p, Inode *i, int flags) {
                 return -EISDIR;
         flags &= OPEN_FLAGS_ALLOWED & ~O_EXCL;
         proc_name(name, i->fd);
-        fd = openat(p->proc_self_fd, name, flags | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        return fd;
-}
-
-/* reopen_inode() with the fd charged to the budget (-ENFILE when spent); fd_budget_close() it. */
-static int open_inode(Passthrough *p, Inode *i, int flags) {
-        int fd;
-
-        if (!fd_budget_take(&p->budget))
-                return -ENFILE;
-        fd = reopen_inode(p, i, flags);
-        if (fd < 0)
-                fd_budget_release(&p->budget);
-        return fd;
+        return fd_budget_openat(&p->budget, p->proc_self_fd, name, flags | O_CLOEXEC, 0);
 }
 
 /* The flags the host open gets for a guest open: unsupported and dangerous bits dropped. */
@@ -801,6 +785,14 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
         return r;
 }
 
+/* The handle a read or write goes through, and its offset checked: the host takes an off_t, so an
+ * offset past INT64_MAX is the guest's error (EINVAL), never a wrap to a negative one. */
+static int io_handle(Passthrough *p, uint64_t nodeid, uint64_t fh, uint64_t off, Handle **ret) {
+        if (off > INT64_MAX)
+                return -EINVAL;
+        return handle_map_get(p->handles, fh, nodeid, 0, ret);
+}
+
 static ssize_t pt_read(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off,
                        const struct iovec *iov, unsigned niov) {
         Passthrough *p = fs;
@@ -808,9 +800,7 @@ static ssize_t pt_read(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, u
         ssize_t n;
         int r;
 
-        if (off > INT64_MAX)
-                return -EINVAL;
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        r = io_handle(p, nodeid, fh, off, &h);
         if (r < 0)
                 return r;
         n = preadv(h->fd, iov, (int) niov, (off_t) off);
@@ -824,9 +814,7 @@ static ssize_t pt_write(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, 
         ssize_t n;
         int r;
 
-        if (off > INT64_MAX)
-                return -EINVAL;
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        r = io_handle(p, nodeid, fh, off, &h);
         if (r < 0)
                 return r;
         if (kill_priv) {

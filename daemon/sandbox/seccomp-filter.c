@@ -155,6 +155,32 @@ static scmp_filter_ctx filter_new(SyscallFilter f, int *ret_r) {
         return ctx;
 }
 
+/* Allows each named call with any arguments; a name this architecture lacks is skipped, and one
+ * listed twice (an alias) is no error. */
+static int allow_names(scmp_filter_ctx ctx, const char *const *names, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                int r, nr = seccomp_syscall_resolve_name(names[i]);
+                if (nr == __NR_SCMP_ERROR)
+                        continue; /* not on this architecture */
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+                if (r < 0 && r != -EEXIST)
+                        return r;
+        }
+        return 0;
+}
+
+/* What both processes may do to themselves only: signal their own threads (raise, pthread_kill,
+ * capabilities_apply; the pid is the process's in its own pid namespace, as getpid() says) and
+ * read or set their own resource limits (glibc's getrlimit/setrlimit pass pid 0). */
+static int allow_self(scmp_filter_ctx ctx) {
+        int r;
+
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
+        if (r < 0)
+                return r;
+        return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_EQ, 0));
+}
+
 int seccomp_install(SyscallFilter f) {
         static const int prctl_ok[] = {
                 PR_SET_NAME, PR_GET_NAME,                 /* thread names (GLib, pthread_setname_np) */
@@ -169,23 +195,13 @@ int seccomp_install(SyscallFilter f) {
         if (!ctx)
                 return r;
 
-        for (size_t i = 0; i < ELEMENTSOF(allowed); i++) {
-                int nr = seccomp_syscall_resolve_name(allowed[i]);
-                if (nr == __NR_SCMP_ERROR)
-                        continue; /* not on this architecture */
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-                if (r < 0 && r != -EEXIST)
-                        goto out;
-        }
-        /* Signals only to the daemon's own threads (raise, pthread_kill, capabilities_apply); the
-         * pid is the daemon's in its own pid namespace, as getpid() says. */
-        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
+        r = allow_names(ctx, allowed, ELEMENTSOF(allowed));
         if (r < 0)
                 goto out;
-        /* Resource limits of itself only (glibc's getrlimit/setrlimit pass pid 0). */
-        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_EQ, 0));
+        r = allow_self(ctx);
         if (r < 0)
                 goto out;
+        /* ... and naming its own pid rather than 0. */
         r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
                              SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
         if (r < 0)
@@ -226,22 +242,17 @@ int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files) 
                 "exit_group",
         };
         static const char *const sup_files[] = { "openat", "open", "flock", "unlink", "unlinkat" };
-        size_t n = ELEMENTSOF(sup_allowed) + (socket_files ? ELEMENTSOF(sup_files) : 0);
         scmp_filter_ctx ctx;
         int r;
 
         ctx = filter_new(f, &r);
         if (!ctx)
                 return r;
-        for (size_t i = 0; i < n; i++) {
-                size_t k = i - ELEMENTSOF(sup_allowed);
-                int nr = seccomp_syscall_resolve_name(i < ELEMENTSOF(sup_allowed) ? sup_allowed[i] : sup_files[k]);
-                if (nr == __NR_SCMP_ERROR)
-                        continue;
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-                if (r < 0 && r != -EEXIST)
-                        goto out;
-        }
+        r = allow_names(ctx, sup_allowed, ELEMENTSOF(sup_allowed));
+        if (r >= 0 && socket_files)
+                r = allow_names(ctx, sup_files, ELEMENTSOF(sup_files));
+        if (r < 0)
+                goto out;
         /* Signals and waits: the daemon only; raise() at the end: itself only. */
         r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) child));
         if (r < 0)
@@ -249,10 +260,7 @@ int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files) 
         r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(wait4), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) child));
         if (r < 0)
                 goto out;
-        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
-        if (r < 0)
-                goto out;
-        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_EQ, 0));
+        r = allow_self(ctx);
         if (r < 0)
                 goto out;
         r = seccomp_load(ctx);
