@@ -41,8 +41,17 @@ typedef struct FakeHandler {
 static FakeHandler fh = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 /* Replies with an 8-byte payload: the request's nodeid times 3, so the test sees its data moved. */
-static uint32_t fake_process(void *data, const struct fuse_in_header *hdr, ChainIter *in, ChainIter *out,
-                             bool may_wait, RequestInfo *info) {
+/* The fake's wire format is FUSE's header (the test frontend speaks it); its one waiting request is
+ * BLOCKING_OPCODE, which it classifies as a lock wait so the device hands it to a helper thread. */
+static ExecClass fake_classify(void *data, const void *hdr, const ChainIter *rest) {
+        struct fuse_in_header ih;
+
+        memcpy(&ih, hdr, sizeof ih);
+        return ih.opcode == BLOCKING_OPCODE ? EXEC_CLASS_LOCK_WAIT : EXEC_CLASS_META;
+}
+
+static uint32_t fake_process(void *data, const void *hdr, ChainIter *in, ChainIter *out, bool may_wait,
+                             RequestInfo *info) {
         FakeHandler *h = data;
         struct fuse_in_header ih;
         struct fuse_out_header oh;
@@ -52,7 +61,7 @@ static uint32_t fake_process(void *data, const struct fuse_in_header *hdr, Chain
         /* The device hands over the header it copied; a chain shorter than one comes without. */
         if (!hdr)
                 return 0;
-        ih = *hdr;
+        memcpy(&ih, hdr, sizeof ih);
         if (ih.opcode == BLOCKING_OPCODE)
                 h->blocking_may_wait = may_wait;
         info->opcode = ih.opcode;
@@ -117,7 +126,11 @@ static void *backend_main(void *userdata) {
 
 static void backend_start(ThreadMode mode) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        RequestHandler h = { .process = fake_process, .cancel_waits = fake_cancel_waits, .data = &fh };
+        RequestHandler h = { .header_size = sizeof(struct fuse_in_header),
+                             .classify = fake_classify,
+                             .process = fake_process,
+                             .cancel_waits = fake_cancel_waits,
+                             .data = &fh };
 
         atomic_store(&fh.calls, 0);
         atomic_store(&fh.cancels, 0);
@@ -264,9 +277,14 @@ END_TEST
 
 START_TEST(test_new_checks) {
         Device *d = NULL;
-        RequestHandler none = { 0 }, h = { .process = fake_process, .data = &fh };
+        RequestHandler none = { 0 }, h = { .header_size = sizeof(struct fuse_in_header), .process = fake_process, .data = &fh };
 
         ck_assert_int_eq(device_new(&d, NULL, 1), -EINVAL);
+        ck_assert_int_eq(device_new(&d, &none, 1), -EINVAL);
+        none = h;
+        none.header_size = 0; /* a header is what the device copies and routes by */
+        ck_assert_int_eq(device_new(&d, &none, 1), -EINVAL);
+        none.header_size = REQUEST_HEADER_MAX + 1;
         ck_assert_int_eq(device_new(&d, &none, 1), -EINVAL);
         ck_assert_int_eq(device_new(&d, &h, 0), -ERANGE);
         ck_assert_int_eq(device_new(&d, &h, DEVICE_MAX_REQUEST_QUEUES + 1), -ERANGE);

@@ -2,7 +2,6 @@
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <linux/fuse.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -493,73 +492,11 @@ START_TEST(test_auto_rules) {
 }
 END_TEST
 
-static void put_u32(uint8_t *p, uint32_t v) {
-        memcpy(p, &v, sizeof v);
-}
-
-START_TEST(test_classify) {
-        uint8_t buf[200] = { 0 };
-        struct fuse_in_header *h = (struct fuse_in_header *) buf;
-        uint8_t *args = buf + sizeof *h;
-        struct iovec v[3];
-        ChainIter it;
-        uint32_t op;
-
-        /* split across three iovecs, READ of 4 KiB: small I/O, the iterator is not consumed */
-        h->opcode = FUSE_READ;
-        put_u32(args + offsetof(struct fuse_read_in, size), 4096);
-        v[0] = (struct iovec) { buf, 7 };
-        v[1] = (struct iovec) { buf + 7, 45 };
-        v[2] = (struct iovec) { buf + 52, sizeof buf - 52 };
-        chain_iter_init(&it, v, 3);
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_IO);
-        ck_assert_uint_eq(op, FUSE_READ);
-        ck_assert_uint_eq(chain_consumed(&it), 0);
-
-        put_u32(args + offsetof(struct fuse_write_in, size), EXEC_LARGE_IO);
-        h->opcode = FUSE_WRITE;
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_LARGE_IO);
-        put_u32(args + offsetof(struct fuse_write_in, size), EXEC_LARGE_IO - 1);
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_IO);
-
-        h->opcode = FUSE_SETLKW;
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_LOCK_WAIT);
-        h->opcode = FUSE_SETLK;
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_META);
-        h->opcode = FUSE_FSYNC;
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_SYNC);
-        h->opcode = FUSE_FALLOCATE;
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_SYNC);
-        h->opcode = FUSE_COPY_FILE_RANGE;
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_SYNC);
-        h->opcode = FUSE_READDIRPLUS;
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_DIR);
-        h->opcode = 99999;
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_META);
-        ck_assert_uint_eq(op, 99999);
-
-        /* READ with its arguments cut short: still classified, never read past the chain */
-        h->opcode = FUSE_READ;
-        v[0] = (struct iovec) { buf, sizeof *h + 10 };
-        chain_iter_init(&it, v, 1);
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_IO);
-        /* no complete header */
-        v[0] = (struct iovec) { buf, sizeof *h - 1 };
-        chain_iter_init(&it, v, 1);
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_META);
-        ck_assert_uint_eq(op, 0);
-        chain_iter_init(&it, v, 0);
-        ck_assert_int_eq(exec_classify(&it, &op), EXEC_CLASS_META);
-}
-END_TEST
-
 #ifdef TEST_TIMING
-/* What the data path pays per request for the executor: classify + route (inline path, lock-free),
- * and a hand-off to the pool (lock, list, wake-up) measured as throughput through one worker. */
+/* What the data path pays per request for the executor: the route (inline path, lock-free; the
+ * request handler's classify() is measured with it in test-fuse-handler), and a hand-off to the
+ * pool (lock, list, wake-up) measured as throughput through one worker. */
 START_TEST(test_costs) {
-        uint8_t buf[128] = { 0 };
-        struct fuse_in_header *h = (struct fuse_in_header *) buf;
-        struct iovec v = { buf, sizeof buf };
         const unsigned n = 1000000, n_pool = 100000;
         _Atomic unsigned done = 0;
         Executor *e;
@@ -567,27 +504,19 @@ START_TEST(test_costs) {
         Item *items;
         uint64_t t0, t_inline, t_auto, t_pool;
         unsigned not_inline = 0, bad = 0;
-        uint32_t op;
 
         /* No ck_assert inside the timed loops: each one reports its location to Check's parent. */
         ck_assert_int_eq(executor_new(&e, THREAD_MODE_INLINE, 1), 0);
         executor_attach_queue(e, &q);
-        h->opcode = FUSE_GETATTR;
         t0 = now_ns();
-        for (unsigned i = 0; i < n; i++) {
-                ChainIter it;
-                chain_iter_init(&it, &v, 1);
-                not_inline += executor_route(&q, exec_classify(&it, &op), i & 7) != EXEC_ROUTE_INLINE;
-        }
+        for (unsigned i = 0; i < n; i++)
+                not_inline += executor_route(&q, EXEC_CLASS_META, i & 7) != EXEC_ROUTE_INLINE;
         t_inline = now_ns() - t0;
         ck_assert_uint_eq(not_inline, 0);
         ck_assert_int_eq(executor_set_mode(e, THREAD_MODE_AUTO, 1), 0);
         t0 = now_ns();
-        for (unsigned i = 0; i < n; i++) {
-                ChainIter it;
-                chain_iter_init(&it, &v, 1);
-                (void) executor_route(&q, exec_classify(&it, &op), i & 1);
-        }
+        for (unsigned i = 0; i < n; i++)
+                (void) executor_route(&q, EXEC_CLASS_META, i & 1);
         t_auto = now_ns() - t0;
 
         items = calloc(n_pool, sizeof *items);
@@ -752,7 +681,6 @@ static Suite *executor_suite(void) {
         tcase_add_test(tc, test_queued_work_survives_switch);
         tcase_add_test(tc, test_shrink_busy_pool);
         tcase_add_test(tc, test_auto_rules);
-        tcase_add_test(tc, test_classify);
 #ifdef TEST_TIMING
         /* A micro-benchmark: only where its bound is checked. */
         tcase_add_test(tc, test_costs);

@@ -1,6 +1,5 @@
 /* auto-policy.c: what a request is (classification) and where auto mode runs it: the service
  * time estimates, CPU time sampling and the routing rule. Documented in docs/threading.md. */
-#include <linux/fuse.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -37,51 +36,6 @@ void auto_policy_init_queue(ExecQueue *q) {
                 /* Until measured: may-block classes wait for all their time, the rest compute. */
                 atomic_init(&q->offcpu_ns[c], class_may_block(c) ? est_initial_ns[c] : 0);
                 atomic_init(&q->oncpu_ns[c], class_may_block(c) ? 0 : est_initial_ns[c]);
-        }
-}
-
-ExecClass exec_classify(const ChainIter *in, uint32_t *ret_opcode) {
-        ChainIter it = *in; /* a copy: the request stays unread for the FUSE server */
-        struct fuse_in_header h;
-
-        *ret_opcode = 0;
-        if (chain_read(&it, &h, sizeof h) < 0)
-                return EXEC_CLASS_META;
-        *ret_opcode = h.opcode;
-        return exec_classify_header(&h, &it);
-}
-
-ExecClass exec_classify_header(const struct fuse_in_header *hdr, const ChainIter *rest) {
-        ChainIter it = *rest;
-        const struct fuse_in_header h = *hdr;
-
-        switch (h.opcode) {
-        case FUSE_READ:
-        case FUSE_WRITE: {
-                /* fuse_read_in and fuse_write_in both start with fh, offset, size. */
-                uint8_t args[offsetof(struct fuse_read_in, size) + sizeof(uint32_t)];
-                uint32_t size;
-
-                _Static_assert(offsetof(struct fuse_read_in, size) == offsetof(struct fuse_write_in, size),
-                               "READ and WRITE carry their size at the same offset");
-                if (chain_read(&it, args, sizeof args) < 0)
-                        return EXEC_CLASS_IO;
-                memcpy(&size, args + offsetof(struct fuse_read_in, size), sizeof size);
-                return size >= EXEC_LARGE_IO ? EXEC_CLASS_LARGE_IO : EXEC_CLASS_IO;
-        }
-        case FUSE_READDIR:
-        case FUSE_READDIRPLUS:
-                return EXEC_CLASS_DIR;
-        case FUSE_FSYNC:
-        case FUSE_FSYNCDIR:
-        case FUSE_SYNCFS:
-        case FUSE_FALLOCATE:
-        case FUSE_COPY_FILE_RANGE:
-                return EXEC_CLASS_SYNC;
-        case FUSE_SETLKW:
-                return EXEC_CLASS_LOCK_WAIT;
-        default:
-                return EXEC_CLASS_META;
         }
 }
 

@@ -70,7 +70,7 @@ int device_new(Device **ret, const RequestHandler *handler, unsigned n_request_q
 
         if (n_request_queues < 1 || n_request_queues > DEVICE_MAX_REQUEST_QUEUES)
                 return -ERANGE;
-        if (!handler || !handler->process)
+        if (!handler || !handler->process || handler->header_size == 0 || handler->header_size > REQUEST_HEADER_MAX)
                 return -EINVAL;
         d = calloc(1, sizeof *d);
         if (!d)

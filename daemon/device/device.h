@@ -40,18 +40,29 @@ typedef struct RequestInfo {
         bool replied;    /* false when the request has no reply */
 } RequestInfo;
 
+/* The largest request header a handler may ask the device to copy. */
+#define REQUEST_HEADER_MAX 64
+
 /* What the device runs its requests through, handed in by whoever composes the daemon: the device
- * moves chains, and reads only the request header (to route it, executor.h); it knows nothing
- * of the server that answers. */
+ * moves chains and copies each request's first header_size bytes out of guest memory once; what
+ * they mean (the wire format, which requests wait) is the handler's. It knows nothing of the
+ * server that answers. */
 typedef struct RequestHandler {
-        /* Handles one request: h = the header the device copied out of guest memory and routed by
-         * (only it counts, the guest may have changed its copy since) and in = the readable bytes
-         * after it; or h = NULL for a chain shorter than a header, in = all of it. out = the
-         * writable bytes. may_wait: this thread may block for as long as a lock is held (a helper
-         * thread). Returns the bytes written into out (the used length; 0 = no reply) and never
-         * fails. Called from several threads at once (queue threads, pool workers, helpers). */
-        uint32_t (*process)(void *data, const struct fuse_in_header *h, ChainIter *in, ChainIter *out, bool may_wait,
-                            RequestInfo *info);
+        /* Bytes of header the device copies once per request (1..REQUEST_HEADER_MAX); routing and
+         * process() both go by that copy, so a guest rewriting its header cannot make a lock wait
+         * run on a queue thread. */
+        size_t header_size;
+        /* What kind of work the request is (executor.h), for choosing a thread: from the header
+         * copy h and rest = the bytes after it (a copy of the iterator: read it freely, the guest
+         * may change them, they only pick a class). Trusts nothing. NULL: every request is META. */
+        ExecClass (*classify)(void *data, const void *h, const ChainIter *rest);
+        /* Handles one request: h = the header copy the request was routed by and in = the
+         * readable bytes after it; or h = NULL for a chain shorter than a header, in = all of it.
+         * out = the writable bytes. may_wait: this thread may block for as long as a lock is held
+         * (a helper thread). Returns the bytes written into out (the used length; 0 = no reply)
+         * and never fails. Called from several threads at once (queue threads, pool workers,
+         * helpers). */
+        uint32_t (*process)(void *data, const void *h, ChainIter *in, ChainIter *out, bool may_wait, RequestInfo *info);
         /* Ends every blocking wait in progress with an error reply: a queue that must stop cannot
          * wait for the guest. NULL when no request ever blocks. */
         void (*cancel_waits)(void *data);

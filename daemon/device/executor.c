@@ -3,7 +3,6 @@
  * up in docs/threading.md, "Inside the executor"; the auto policy itself is in auto-policy.c. */
 #include "executor.h"
 
-#include <linux/fuse.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>

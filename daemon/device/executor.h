@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <linux/fuse.h>
 
 #include "chain.h"
 
@@ -81,14 +80,8 @@ typedef enum ExecClass {
 
 #define EXEC_LARGE_IO (128u * 1024u)
 
-/* Peeks at the FUSE header (and READ/WRITE size) of a request without consuming in: copies, trusts
- * nothing; the FUSE server validates the request again. Unparseable requests are META (the server
- * answers them with an error quickly). *ret_opcode is 0 when there is no header. */
-ExecClass exec_classify(const ChainIter *in, uint32_t *ret_opcode);
-/* The same from a header the caller has copied out of guest memory (and passes on to the FUSE
- * server, so both decide from the same bytes); args = the bytes after it, not consumed. The
- * READ/WRITE size read from args only picks between two I/O classes. */
-ExecClass exec_classify_header(const struct fuse_in_header *h, const ChainIter *args);
+/* Which requests are of which class is the request handler's to say (device.h
+ * RequestHandler.classify; for FUSE daemon/fuse-handler.c). */
 
 typedef enum ExecRoute {
         EXEC_ROUTE_INLINE, /* the queue thread runs it now */

@@ -39,11 +39,12 @@ typedef struct QueueRequest {
         VqElem elem;
         ExecWork work;   /* link and entry point while handed to the executor */
         Queue *q;
-        ExecClass class; /* from exec_classify_header(), for the executor's estimates */
+        ExecClass class; /* from the handler's classify(), for the executor's estimates */
         ExecRoute route;
-        /* The FUSE header, copied out of guest memory once: the route and the FUSE server both go
-         * by this copy, so a guest rewriting the header cannot make a lock wait run inline. */
-        struct fuse_in_header hdr;
+        /* The request's header (RequestHandler.header_size bytes), copied out of guest memory
+         * once: the route and the handler both go by this copy, so a guest rewriting the header
+         * cannot make a lock wait run inline. */
+        _Alignas(8) uint8_t hdr[REQUEST_HEADER_MAX];
         bool have_hdr; /* false: the chain is shorter than a header */
         bool sample;       /* measure its CPU time for the executor (executor_want_sample()) */
         uint64_t start_ns; /* CLOCK_MONOTONIC when dispatched: latency = completion - this */
@@ -166,8 +167,8 @@ static void queue_run_request(Queue *q, QueueRequest *r, bool may_defer, bool ma
                 run_ns = now_ns();
                 cpu_ns = thread_cpu_ns();
         }
-        if (r->have_hdr && chain_skip(&in, sizeof r->hdr) >= 0)
-                len = d->handler.process(d->handler.data, &r->hdr, &in, &out, may_wait, &info);
+        if (r->have_hdr && chain_skip(&in, d->handler.header_size) >= 0)
+                len = d->handler.process(d->handler.data, r->hdr, &in, &out, may_wait, &info);
         else
                 len = d->handler.process(d->handler.data, NULL, &in, &out, may_wait, &info); /* "no header" */
 
@@ -204,12 +205,12 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog) {
         r->class = EXEC_CLASS_META;
         r->sample = false;
         chain_iter_init(&in, e->iov, e->n_in);
-        r->have_hdr = chain_read(&in, &r->hdr, sizeof r->hdr) >= 0;
+        r->have_hdr = chain_read(&in, r->hdr, d->handler.header_size) >= 0;
         if (d->stats)
                 stats_begin(d->stats);
         if (d->executor) {
-                if (r->have_hdr)
-                        r->class = exec_classify_header(&r->hdr, &in);
+                if (r->have_hdr && d->handler.classify)
+                        r->class = d->handler.classify(d->handler.data, r->hdr, &in);
                 /* hiprio carries FORGET and INTERRUPT: always here, except a (misplaced) lock wait. */
                 if (q->index != DEVICE_HIPRIO_QUEUE || r->class == EXEC_CLASS_LOCK_WAIT)
                         r->route = executor_route(&q->exec, r->class, backlog);
