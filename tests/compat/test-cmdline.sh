@@ -196,5 +196,53 @@ else
         msg "skip: --syslog check needs root and unshare"
 fi
 
+# The socket (and SOCK.pid) appear before anything else can go wrong: launchers wait for the
+# socket file, so a later failure (here the share that cannot be opened, by the filesystem layer
+# or by the sandbox's bind mount) must
+# happen while it exists: the launcher sees it, connects and sees vufsd go, instead of waiting for
+# its timeout. inotify records the creations; the daemon removes both files as it exits.
+early_socket() {
+        local what=$1 st=0 out
+        shift
+        rm -f "$tmp/e.sock" "$tmp/e.sock.pid"
+        mkdir -p "$tmp/early"
+        out=$(python3 - "$tmp/early" "$vufsd" --socket-path "$tmp/early/e.sock" --shared-dir "$tmp/missing" \
+                "$@" <<'PY' 2>&1) || st=$?
+import ctypes, os, struct, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+IN_CREATE, IN_NONBLOCK = 0x100, 0o4000
+fd = libc.inotify_init1(IN_NONBLOCK)
+assert fd >= 0 and libc.inotify_add_watch(fd, sys.argv[1].encode(), IN_CREATE) >= 0
+p = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=20)
+names, buf = [], b""
+try:
+    while True:
+        buf += os.read(fd, 65536)
+except BlockingIOError:
+    pass
+while buf:
+    wd, mask, cookie, n = struct.unpack_from("iIII", buf)
+    names.append(buf[16:16 + n].rstrip(b"\0").decode())
+    buf = buf[16 + n:]
+print("exit", p.returncode, "created", " ".join(sorted(names)) or "nothing")
+print(p.stderr.decode(errors="replace").strip().splitlines()[-1:])
+PY
+        if [ "$st" != 0 ]; then
+                fail "early socket ($what): the watcher failed: $out"
+        elif [[ $out != *"exit 1 created e.sock e.sock.pid"* ]]; then
+                fail "early socket ($what): want exit 1 after creating e.sock and e.sock.pid: $out"
+        elif [[ $out != *"$tmp/missing"* ]]; then
+                fail "early socket ($what): not the share that failed: $out"
+        elif [ -e "$tmp/early/e.sock" ] || [ -e "$tmp/early/e.sock.pid" ]; then
+                fail "early socket ($what): left behind: $(ls "$tmp/early")"
+        fi
+}
+early_socket "no sandbox" --sandbox none --seccomp none
+if [ "$(id -u)" = 0 ]; then
+        early_socket "namespace sandbox" --sandbox namespace
+else
+        msg "skip: the early socket with --sandbox namespace needs root"
+fi
+
 [ "$failures" = 0 ] || { msg "$failures failed"; exit 1; }
 msg "PASS"
