@@ -481,12 +481,22 @@ void config_apply_rust_log(Config *c, const char *value) {
 }
 
 static void print_capabilities(void) {
-        /* The vhost-user backend description libvirt reads; only what is really implemented.
+        /* The vhost-user backend description libvirt reads, with the Rust virtiofsd's feature names
+         * in its order; only what is really implemented. "posix-acl-negotiation-mode" and
+         * "security-label-negotiation-mode": --posix-acl[=never|auto|always] and
+         * --security-label[=MODE] are parsed and negotiated (set_feature_mode()).
          * "separate-options": libvirt may pass --shared-dir, --cache, --sandbox, --xattr,
          * --thread-pool-size, --rlimit-nofile, --log-level and the id maps as separate arguments
          * instead of "-o" (tests/compat serves a guest both ways). Not "migrate-precopy": vufsd has
          * no device-state migration yet. */
-        printf("{\n  \"type\": \"fs\",\n  \"features\": [\n    \"separate-options\"\n  ]\n}\n");
+        printf("{\n"
+               "  \"type\": \"fs\",\n"
+               "  \"features\": [\n"
+               "    \"posix-acl-negotiation-mode\",\n"
+               "    \"security-label-negotiation-mode\",\n"
+               "    \"separate-options\"\n"
+               "  ]\n"
+               "}\n");
 }
 
 /* Every option: getopt's table, --help and config_long_options come from here. */

@@ -123,6 +123,7 @@ static void log_startup_notes(const Config *c) {
 
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
+        PathSocket path_socket = PATH_SOCKET_NULL;
         Config config;
         sigset_t mask;
         int r, exit_status = 0;
@@ -159,6 +160,19 @@ static int run(int argc, char *argv[]) {
         log_startup_notes(&config);
         /* The process the launcher started: SOCK.pid holds it, also when a sandboxed child serves. */
         config.main_pid = getpid();
+        /* The socket first, before the sandbox, the share or the bus can fail: launchers wait for
+         * the file and would otherwise wait for their timeout instead of seeing vufsd exit. The
+         * sandboxed child inherits it; the supervisor removes both files when the child is gone
+         * (sandbox.h). Connections wait in the backlog until the main loop accepts them, by then
+         * the instance's bus name is owned. */
+        if (config.socket_path) {
+                r = path_socket_create(&config, &path_socket);
+                if (r < 0) {
+                        (void)sd_notifyf(false, "ERRNO=%d", -r);
+                        config_done(&config);
+                        return 1;
+                }
+        }
 
         /* First, before anything is opened: in namespace and chroot mode the daemon goes on in a
          * child process (pid 1 of a new pid namespace, in a new mount namespace); this process stays
@@ -167,6 +181,13 @@ static int run(int argc, char *argv[]) {
         r = sandbox_prepare(config.sandbox, config.shared_dir, config.socket_path, config.seccomp,
                             config.fs.privileged_files, &exit_status);
         if (r <= 0) {
+                /* The supervisor: its copies of the fds are closed, and when the child ran, it
+                 * removed the files already; when there was no child, this removes them. */
+                if (r == 0)
+                        path_socket = (PathSocket){
+                                .fd = -1, .lock_fd = -1, .path = path_socket.path, .lock_path = path_socket.lock_path
+                        };
+                path_socket_done(&path_socket, r < 0);
                 config_done(&config);
                 return r < 0 ? 1 : exit_status;
         }
@@ -185,6 +206,7 @@ static int run(int argc, char *argv[]) {
         r = passthrough_drop_supplementary_groups();
         if (r < 0) {
                 log_error_errno(r, "Cannot drop supplementary groups: %m");
+                path_socket_done(&path_socket, true);
                 config_done(&config);
                 return 1;
         }
@@ -198,12 +220,13 @@ static int run(int argc, char *argv[]) {
         if (r >= 0)
                 r = bus_open(m);
         if (r >= 0)
-                r = manager_listen(m);
+                r = manager_listen(m, &path_socket);
         if (r >= 0)
                 r = lockdown(m, &config);
         if (r < 0) {
                 (void)sandbox_notifyf("ERRNO=%d", -r);
                 m = manager_free(m);
+                path_socket_done(&path_socket, true); /* if the manager did not take it yet */
                 config_done(&config);
                 return 1;
         }

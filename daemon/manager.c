@@ -1,6 +1,7 @@
 /* manager.c: sd-event main loop hosting the listening socket and the vhost-user connection. */
 #include "manager.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -111,8 +112,8 @@ static void manager_status(Manager *m, const char *state) {
         if (m->status_rate >= 0)
                 snprintf(rate, sizeof rate, "; %.0f req/s", m->status_rate);
         (void) sandbox_notifyf("STATUS=%s; %u of %u queues running; threads %s%s; cache %s%s", state,
-                               info.running_queues, info.n_queues, thread_mode_to_string(es.mode),
-                               pool, cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate);
+                              info.running_queues, info.n_queues, thread_mode_to_string(es.mode), pool,
+                              cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate);
 }
 
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -126,7 +127,7 @@ static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
         /* A statistics reset (D-Bus) makes the counter go back: start measuring again. */
         if (m->status_usec > 0 && now > m->status_usec && requests >= m->status_requests)
-                m->status_rate = (double) (requests - m->status_requests) * 1e6 / (double) (now - m->status_usec);
+                m->status_rate = (double)(requests - m->status_requests) * 1e6 / (double)(now - m->status_usec);
         else
                 m->status_rate = -1;
         m->status_requests = requests;
@@ -215,16 +216,18 @@ static int on_listen_io(sd_event_source *s, int fd, uint32_t revents, void *user
 
 /* Takes a lock next to the socket so two daemons never fight over one path, then replaces a
  * stale socket left by a daemon that died. */
-static int listen_on_path(Manager *m, const char *path) {
-        _cleanup_free_ char *lock_path = NULL;
+int path_socket_create(const Config *c, PathSocket *ret) {
+        _cleanup_free_ char *lock_path = NULL, *path = NULL;
         _cleanup_close_ int lock_fd = -1, fd = -1;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
-        if (strlen(path) >= sizeof sa.sun_path)
-                return log_error_errno(ENAMETOOLONG, "Socket path too long: %s", path);
+        assert(c->socket_path);
+        if (strlen(c->socket_path) >= sizeof sa.sun_path)
+                return log_error_errno(ENAMETOOLONG, "Socket path too long: %s", c->socket_path);
+        path = strdup(c->socket_path);
         /* PATH.pid, as the Rust virtiofsd names it: launchers read the pid from it, and the lock
          * on it keeps a second daemon off the same socket. */
-        if (asprintf(&lock_path, "%s.pid", path) < 0)
+        if (!path || asprintf(&lock_path, "%s.pid", path) < 0)
                 return -ENOMEM;
         lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (lock_fd < 0)
@@ -236,8 +239,8 @@ static int listen_on_path(Manager *m, const char *path) {
         }
         {
                 char pid[32];
-                int n = snprintf(pid, sizeof pid, "%d\n", (int) (m->config->main_pid > 0 ? m->config->main_pid : getpid()));
-                if (ftruncate(lock_fd, 0) < 0 || pwrite(lock_fd, pid, (size_t) n, 0) != n)
+                int n = snprintf(pid, sizeof pid, "%d\n", (int)(c->main_pid > 0 ? c->main_pid : getpid()));
+                if (ftruncate(lock_fd, 0) < 0 || pwrite(lock_fd, pid, (size_t)n, 0) != n)
                         return log_error_errno(errno, "Cannot write pid file %s: %m", lock_path);
         }
         if (unlink(path) < 0 && errno != ENOENT)
@@ -250,26 +253,46 @@ static int listen_on_path(Manager *m, const char *path) {
         {
                 /* Only the owner (and the socket group) may connect: the socket gives control of a
                  * VM's filesystem. umask is process-wide, so set it around bind() only. */
-                mode_t old = umask(m->config->socket_group ? 0007 : 0077);
+                mode_t old = umask(c->socket_group ? 0007 : 0077);
                 int r = bind(fd, (struct sockaddr *) &sa, sizeof sa);
                 umask(old);
                 if (r < 0)
                         return log_error_errno(errno, "Cannot bind %s: %m", path);
         }
-        if (m->config->socket_group) {
-                struct group *g = getgrnam(m->config->socket_group);
-                if (!g || chown(path, (uid_t) -1, g->gr_gid) < 0)
-                        return log_error_errno(g ? errno : ENOENT, "Cannot give %s to group %s: %m", path,
-                                               m->config->socket_group);
+        /* From here on the socket is ours: a failure removes it. */
+        *ret = (PathSocket){ .fd = TAKE_FD(fd),
+                             .lock_fd = TAKE_FD(lock_fd),
+                             .path = TAKE_PTR(path),
+                             .lock_path = TAKE_PTR(lock_path) };
+        if (c->socket_group) {
+                struct group *g = getgrnam(c->socket_group);
+                if (!g || chown(ret->path, (uid_t) -1, g->gr_gid) < 0) {
+                        int r = log_error_errno(g ? errno : ENOENT, "Cannot give %s to group %s: %m", ret->path,
+                                                c->socket_group);
+                        path_socket_done(ret, true);
+                        return r;
+                }
         }
-        if (listen(fd, 1) < 0)
-                return log_error_errno(errno, "listen() failed: %m");
+        /* Listening at once: a launcher that sees the file may connect right away; the connection
+         * waits in the backlog until the main loop accepts it, after the bus name is owned. */
+        if (listen(ret->fd, 1) < 0) {
+                int r = log_error_errno(errno, "listen() failed: %m");
+                path_socket_done(ret, true);
+                return r;
+        }
+        return 0;
+}
 
-        m->socket_path = strdup(path);
-        m->lock_path = TAKE_PTR(lock_path);
-        m->lock_fd = TAKE_FD(lock_fd);
-        m->listen_fd = TAKE_FD(fd);
-        return m->socket_path ? 0 : -ENOMEM;
+void path_socket_done(PathSocket *s, bool remove) {
+        if (remove && s->path)
+                (void) unlink(s->path);
+        if (remove && s->lock_path)
+                (void) unlink(s->lock_path);
+        s->fd = safe_close(s->fd);
+        s->lock_fd = safe_close(s->lock_fd);
+        free(s->path);
+        free(s->lock_path);
+        s->path = s->lock_path = NULL;
 }
 
 static int check_listening_socket(int fd, const char *what) {
@@ -281,7 +304,7 @@ static int check_listening_socket(int fd, const char *what) {
         return 0;
 }
 
-int manager_listen(Manager *m) {
+int manager_listen(Manager *m, PathSocket *s) {
         const Config *c = m->config;
         int n, r;
 
@@ -293,16 +316,22 @@ int manager_listen(Manager *m) {
         if (n == 1 && c->listen_fd == SD_LISTEN_FDS_START)
                 n = 0;
         if ((n > 0) + (c->listen_fd >= 0) + !!c->socket_path != 1)
-                return log_error_errno(EINVAL, "Give exactly one of --socket-path, --fd or a systemd socket "
-                                               "(got %s%s%s)",
+                return log_error_errno(EINVAL,
+                                       "Give exactly one of --socket-path, --fd or a systemd socket "
+                                       "(got %s%s%s)",
                                        n > 0 ? "activation " : "", c->listen_fd >= 0 ? "--fd " : "",
                                        c->socket_path ? "--socket-path" : "");
         if (n > 1)
                 return log_error_errno(EINVAL, "systemd passed %d sockets; vufsd serves exactly one", n);
 
-        if (c->socket_path)
-                r = listen_on_path(m, c->socket_path);
-        else {
+        if (c->socket_path) {
+                assert(s && s->fd >= 0);
+                m->socket_path = TAKE_PTR(s->path);
+                m->lock_path = TAKE_PTR(s->lock_path);
+                m->lock_fd = TAKE_FD(s->lock_fd);
+                m->listen_fd = TAKE_FD(s->fd);
+                r = 0;
+        } else {
                 int fd = n > 0 ? SD_LISTEN_FDS_START : c->listen_fd;
                 r = check_listening_socket(fd, n > 0 ? "The activated socket" : "--fd");
                 if (r >= 0) {

@@ -43,8 +43,20 @@ int manager_new(Manager **ret, const Config *c);
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
-/* Sets up listening; after this the frontend may connect. */
-int manager_listen(Manager *m);
+/* The socket at --socket-path and its locked SOCK.pid (holding the launcher's pid). Made by
+ * main() right after the configuration is validated, before the share, the bus or the sandbox can
+ * fail: launchers wait for the socket file and otherwise wait for their timeout. */
+typedef struct PathSocket {
+        int fd, lock_fd;
+        char *path, *lock_path;
+} PathSocket;
+#define PATH_SOCKET_NULL ((PathSocket){ .fd = -1, .lock_fd = -1 })
+int path_socket_create(const Config *c, PathSocket *ret);
+/* Closes what is still held; with remove, unlinks the socket and SOCK.pid too. */
+void path_socket_done(PathSocket *s, bool remove);
+/* Sets up listening; after this the frontend may connect. With --socket-path the manager takes
+ * over *s (made by path_socket_create()). */
+int manager_listen(Manager *m, PathSocket *s);
 
 /* Runs the loop until SIGTERM/SIGINT or the frontend leaves; returns the exit code. */
 int manager_run(Manager *m);

@@ -194,7 +194,8 @@ static void spawn_on_bus(const char *instance, const char *const *more) {
         ck_assert_msg(r == 0, "starting vufsd ($VUFSD_BINARY=%s): %s", getenv("VUFSD_BINARY"), strerror(-r));
         free(bus_name);
         ck_assert_int_eq(bus_instance_to_name(instance, &bus_name), 0);
-        /* The name is owned before the socket listens; allow a little slack all the same. */
+        /* The socket comes first (launchers wait for it; main.c), the name is taken right after:
+         * wait for it. */
         deadline = now_ms() + 5000;
         while (!name_has_owner(bus, bus_name)) {
                 ck_assert_msg(now_ms() < deadline, "vufsd never owned %s", bus_name);
@@ -1404,6 +1405,9 @@ START_TEST(test_name_taken) {
                 log = spawn_capturing_stderr(args);
                 h = first;
         }
+        /* The socket exists before the bus is connected (main.c): wait for the line. */
+        for (int64_t deadline = now_ms() + 5000; count_in_file(log, "is already owned") == 0 && now_ms() < deadline;)
+                usleep(10000);
         ck_assert_uint_eq(count_in_file(log, "is already owned"), 1);
         ck_assert(fe_backend_alive(h2->backend));
         ck_assert_int_ge(sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",

@@ -48,14 +48,15 @@ t0=$(date +%s)
 tmp=$(mktemp -d "${VUFS_VM_TMPDIR:-/var/tmp}/vufs-libvirt.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-# --print-capabilities: what libvirt parses (type "fs"; features it knows: migrate-precopy,
-# separate-options). vufsd has no migration, so exactly separate-options.
+# --print-capabilities: what libvirt parses (type "fs"; features: migrate-precopy, separate-options
+# and the Rust virtiofsd's two negotiation modes). vufsd has no migration, so not migrate-precopy.
 "$vufsd" --print-capabilities > "$tmp/caps.json" || fail "--print-capabilities exited non-zero"
 python3 - "$tmp/caps.json" <<'PY' || fail "--print-capabilities: $(cat "$tmp/caps.json")"
 import json, sys
 caps = json.load(open(sys.argv[1]))
 assert caps["type"] == "fs", caps
-assert caps.get("features") == ["separate-options"], caps
+assert caps.get("features") == ["posix-acl-negotiation-mode", "security-label-negotiation-mode",
+                                "separate-options"], caps
 PY
 msg "ok: --print-capabilities: $(tr -d ' \n' < "$tmp/caps.json")"
 

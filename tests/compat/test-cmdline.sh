@@ -84,6 +84,22 @@ out=$(as_nobody "$vufsd" --version 2>&1) || fail "--version as nobody: $out"
 [[ $out == "vufsd "* ]] || fail "--version printed: $out"
 out=$(as_nobody "$vufsd" --print-capabilities 2>&1) || fail "--print-capabilities as nobody: $out"
 [[ $out == *'"type": "fs"'* ]] || fail "--print-capabilities printed: $out"
+# The features are the Rust virtiofsd's names (libvirt reads them), exactly those implemented:
+# not migrate-precopy (no device-state migration yet).
+features=$(python3 -c 'import json,sys; c=json.load(sys.stdin); print(" ".join(c["features"]))' <<< "$out") ||
+        fail "--print-capabilities is not JSON: $out"
+[ "$features" = "posix-acl-negotiation-mode security-label-negotiation-mode separate-options" ] ||
+        fail "--print-capabilities features: $features"
+# Each negotiation mode claimed is one the parser takes: a valid MODE gets past the option and the
+# usage error is about the missing --shared-dir instead.
+for f in $features; do
+        opt=${f%-negotiation-mode}
+        [ "$opt" != "$f" ] || continue
+        for mode in never auto always; do
+                usage_error --shared-dir --socket-path "$tmp/never.sock" "--$opt=$mode"
+        done
+        usage_error "--$opt" --socket-path "$tmp/never.sock" --shared-dir "$tmp/share" "--$opt=sometimes"
+done
 out=$(as_nobody "$vufsd" --help 2>&1) || fail "--help as nobody: $out"
 [[ $out == *--shared-dir* ]] || fail "--help printed: $out"
 
@@ -178,6 +194,55 @@ NS
         wait "$syslogd" 2> /dev/null
 else
         msg "skip: --syslog check needs root and unshare"
+fi
+
+# The socket (and SOCK.pid) appear before anything else can go wrong: launchers wait for the
+# socket file, so a later failure (here the share that cannot be opened, by the filesystem layer
+# or by the sandbox's bind mount) must
+# happen while it exists: the launcher sees it, connects and sees vufsd go, instead of waiting for
+# its timeout. inotify records the creations; the daemon removes both files as it exits.
+early_socket() {
+        local what=$1 st=0 out
+        shift
+        rm -f "$tmp/e.sock" "$tmp/e.sock.pid"
+        mkdir -p "$tmp/early"
+        out=$(python3 - "$tmp/early" "$vufsd" --socket-path "$tmp/early/e.sock" --shared-dir "$tmp/missing" \
+                "$@" <<'PY' 2>&1) || st=$?
+import ctypes, os, struct, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+IN_CREATE, IN_NONBLOCK = 0x100, 0o4000
+fd = libc.inotify_init1(IN_NONBLOCK)
+assert fd >= 0 and libc.inotify_add_watch(fd, sys.argv[1].encode(), IN_CREATE) >= 0
+p = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=20)
+names, buf = [], b""
+try:
+    while True:
+        buf += os.read(fd, 65536)
+except BlockingIOError:
+    pass
+while buf:
+    wd, mask, cookie, n = struct.unpack_from("iIII", buf)
+    names.append(buf[16:16 + n].rstrip(b"\0").decode())
+    buf = buf[16 + n:]
+print("exit", p.returncode, "created", " ".join(sorted(names)) or "nothing")
+print(p.stderr.decode(errors="replace").strip().splitlines()[-1:])
+PY
+        if [ "$st" != 0 ]; then
+                fail "early socket ($what): the watcher failed: $out"
+        elif [[ $out != *"exit 1 created e.sock e.sock.pid"* ]]; then
+                fail "early socket ($what): want exit 1 after creating e.sock and e.sock.pid: $out"
+        elif [[ $out != *"$tmp/missing"* ]]; then
+                fail "early socket ($what): not the share that failed: $out"
+        elif [ -e "$tmp/early/e.sock" ] || [ -e "$tmp/early/e.sock.pid" ]; then
+                fail "early socket ($what): left behind: $(ls "$tmp/early")"
+        fi
+}
+early_socket "no sandbox" --sandbox none --seccomp none
+if [ "$(id -u)" = 0 ]; then
+        # LeakSanitizer cannot run inside the sandbox (sanitizer builds): no leak check here.
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0" early_socket "namespace sandbox" --sandbox namespace
+else
+        msg "skip: the early socket with --sandbox namespace needs root"
 fi
 
 [ "$failures" = 0 ] || { msg "$failures failed"; exit 1; }
