@@ -107,7 +107,11 @@ static struct {
         Stats *stats;
         int listen_fd;
         pthread_t thread;
-} b;
+        /* Orders the test thread's device_get_info() before the reset the backend thread does
+         * after the frontend leaves: the device is a main-thread object, and a socket's EOF is no
+         * happens-before edge for TSan. */
+        pthread_mutex_t info_lock;
+} b = { .info_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void *backend_main(void *userdata) {
         int conn = accept4(b.listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -119,7 +123,9 @@ static void *backend_main(void *userdata) {
                 if (vhost_user_recv(conn, &msg) < 0 || vhost_user_handle(&device_vhost_ops, b.dev, conn, &msg) < 0)
                         break;
         }
+        pthread_mutex_lock(&b.info_lock);
         device_reset(b.dev);
+        pthread_mutex_unlock(&b.info_lock);
         close(conn);
         return NULL;
 }
@@ -310,7 +316,9 @@ START_TEST(test_info) {
         c = frontend_start(&fe);
         /* Everything below is written on the vhost-user thread, read here after a round trip. */
         ck_assert_int_eq(fe_vu_ping(fe), 0);
+        pthread_mutex_lock(&b.info_lock);
         device_get_info(b.dev, &info);
+        pthread_mutex_unlock(&b.info_lock);
         ck_assert_uint_eq(info.n_queues, 3);
         ck_assert_uint_eq(info.running_queues, 3);
         ck_assert_uint_ne(info.features, 0);
