@@ -10,6 +10,7 @@
 
 #include "capabilities.h"
 #include "config.h"
+#include "test-main.h"
 
 /* Parses a NULL-terminated argument list (after "vufsd") into c. */
 static int parse(Config *c, const char *const *args) {
@@ -473,11 +474,8 @@ START_TEST(test_docs_list_every_option) {
 }
 END_TEST
 
-int main(void) {
-        Suite *s = suite_create("config");
+static void add_tests(Suite *s) {
         TCase *tc = tcase_create("config");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(tc, test_rust_options_typed);
         tcase_add_test(tc, test_defaults);
@@ -493,9 +491,6 @@ int main(void) {
         tcase_add_test(tc, test_resolve_threads);
         tcase_add_test(tc, test_docs_list_every_option);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+TEST_MAIN("config", add_tests)

@@ -15,6 +15,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "test-main.h"
 
 static FeHarness *h;
 
@@ -130,19 +131,13 @@ START_TEST(test_no_tag_no_config) {
 }
 END_TEST
 
-int main(void) {
-        Suite *s = suite_create("frontend-config");
+static void add_tests(Suite *s) {
         TCase *tc = tcase_create("config");
-        SRunner *sr;
-        int failed;
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_tag_in_config_space);
         tcase_add_test(tc, test_no_tag_no_config);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+TEST_MAIN("frontend-config", add_tests)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "xattr-map.h"
+#include "test-main.h"
 
 static XattrMap *parse_ok(const char *spec) {
         XattrMap *m = NULL;
@@ -165,11 +166,8 @@ START_TEST(test_list) {
 }
 END_TEST
 
-int main(void) {
-        Suite *s = suite_create("xattr-map");
+static void add_tests(Suite *s) {
         TCase *tc = tcase_create("xattr-map");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(tc, test_malformed);
         tcase_add_test(tc, test_any_separator_and_spaces);
@@ -177,9 +175,6 @@ int main(void) {
         tcase_add_test(tc, test_map_shorthand);
         tcase_add_test(tc, test_list);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+TEST_MAIN("xattr-map", add_tests)
