@@ -453,7 +453,9 @@ static void *observer_main(void *userdata) {
                 t1 = atomic_load(&log->t1);
                 pthread_mutex_lock(&log->lock);
                 log->effect_start_ns[log->n_effect] = last_old ? last_old - log->t0 : 0;
-                log->effect_ns[log->n_effect++] = last_old > t1 ? last_old - t1 : 0;
+                /* t1 == 0: set_mode had not returned by the end of the window (call_ns_max reports
+                 * such a slow call); an old-way routing then says nothing about after the call. */
+                log->effect_ns[log->n_effect++] = t1 && last_old > t1 ? last_old - t1 : 0;
                 log->n_late += last_old > 0;
                 log->armed = false;
                 pthread_cond_broadcast(&log->cond);
