@@ -1080,5 +1080,6 @@ int config_verify(Config *c) {
                 (c->security_label_mode == FEATURE_AUTO && share_supports_xattr(c->shared_dir, "security.selinux"));
         c->fs.shared_dir = c->shared_dir;
         c->fs.xattrmap = c->xattrmap;
+        c->fs.capability_xattr = xattr_map_capability_name(c->xattrmap);
         return 0;
 }

@@ -166,6 +166,33 @@ START_TEST(test_list) {
 }
 END_TEST
 
+/* The host name of security.capability, which the passthrough drops on write: only when the map
+ * renames it; not when it passes unchanged or is refused. */
+START_TEST(test_capability_name) {
+        static const struct {
+                const char *spec, *want;
+        } cases[] = {
+                { ":map:security.capability:user.virtiofs.:", "user.virtiofs.security.capability" },
+                { ":map::user.virtiofs.:", "user.virtiofs.security.capability" }, /* everything prefixed */
+                { ":prefix:all:security.:trusted.vm.: :ok:all:::", "trusted.vm.security.capability" },
+                { ":ok:all:::", NULL }, /* unchanged */
+                { ":map:user.:user.vm.:", NULL }, /* not matched: ok all */
+                { ":bad:client:security.capability:: :ok:all:::", NULL }, /* refused */
+                { ":unsupported:all:security.:: :ok:all:::", NULL },
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                XattrMap *m = parse_ok(cases[i].spec);
+                const char *got = xattr_map_capability_name(m);
+                if (cases[i].want)
+                        ck_assert_msg(got && strcmp(got, cases[i].want) == 0, "%s: %s", cases[i].spec, got ?: "NULL");
+                else
+                        ck_assert_msg(!got, "%s: %s, expected none", cases[i].spec, got);
+                xattr_map_free(m);
+        }
+        ck_assert_ptr_null(xattr_map_capability_name(NULL));
+}
+END_TEST
+
 static void add_tests(Suite *s) {
         TCase *tc = tcase_create("xattr-map");
 
@@ -174,6 +201,7 @@ static void add_tests(Suite *s) {
         tcase_add_test(tc, test_rules);
         tcase_add_test(tc, test_map_shorthand);
         tcase_add_test(tc, test_list);
+        tcase_add_test(tc, test_capability_name);
         suite_add_tcase(s, tc);
 }
 

@@ -39,6 +39,10 @@ typedef struct FsOptions {
         double timeout; /* entry/attr timeout override in seconds; < 0 = the policy's */
         bool xattr;
         const XattrMap *xattrmap; /* --xattrmap, owned by the Config; NULL = names unchanged */
+        /* The host name --xattrmap gives security.capability, when it renames it (owned by the
+         * map): removed on write, truncate, chown and O_TRUNC as the kernel removes the real one.
+         * NULL: unrenamed, the host kernel does it. */
+        const char *capability_xattr;
         bool posix_acl;
         bool security_label;
         bool writeback;

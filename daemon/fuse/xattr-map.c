@@ -33,6 +33,9 @@ typedef struct Rule {
 struct XattrMap {
         Rule *rules;
         unsigned n, allocated;
+        /* The host name of the guest's security.capability, when the map renames it (see the
+         * header); NULL when it keeps its name or is refused. */
+        char *capability;
 };
 
 /* Bounds what a command line can make us allocate; real maps have a handful of rules. */
@@ -46,8 +49,13 @@ XattrMap *xattr_map_free(XattrMap *m) {
                 free(m->rules[i].prepend);
         }
         free(m->rules);
+        free(m->capability);
         free(m);
         return NULL;
+}
+
+const char *xattr_map_capability_name(const XattrMap *m) {
+        return m ? m->capability : NULL;
 }
 
 unsigned xattr_map_n_rules(const XattrMap *m) {
@@ -206,6 +214,17 @@ int xattr_map_parse(const char *spec, XattrMap **ret, const char **ret_error) {
                 *ret_error = "the map has no rules";
                 r = -EINVAL;
                 goto fail;
+        }
+        /* Resolved once: the passthrough needs it on every write. A refused name stays NULL (the
+         * guest cannot set it; a real one on the host is the host kernel's to clear). */
+        r = xattr_map_to_host(m, "security.capability", &m->capability);
+        if (r == -ENOMEM) {
+                *ret_error = "out of memory";
+                goto fail;
+        }
+        if (r < 0 || streq(m->capability, "security.capability")) {
+                free(m->capability);
+                m->capability = NULL;
         }
         *ret = m;
         return 0;

@@ -41,5 +41,12 @@ int xattr_map_to_guest(const XattrMap *m, const char *name, const char **ret);
  * does not fit, -EINVAL for a list that does not end in NUL. */
 ssize_t xattr_map_list(const XattrMap *m, const char *in, size_t in_len, char *out, size_t size);
 
+/* The host name the guest's security.capability is stored under when the map renames it (Kata's
+ * :map:security.capability:user.virtiofs.: for one), or NULL when it keeps its name or is refused.
+ * The host kernel drops a real security.capability on write, truncate and chown; a renamed one is
+ * an ordinary attribute to it, so the passthrough drops it itself at those points, as both
+ * virtiofsd do. Valid as long as the map. */
+const char *xattr_map_capability_name(const XattrMap *m);
+
 /* Number of rules after expansion (tests). */
 unsigned xattr_map_n_rules(const XattrMap *m);

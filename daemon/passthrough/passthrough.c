@@ -408,15 +408,21 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 uid_t uid = (a->valid & FS_SET_UID) ? a->uid : (uid_t)-1;
                 gid_t gid = (a->valid & FS_SET_GID) ? a->gid : (gid_t)-1;
                 /* The host kernel clears setuid/setgid on chown of a non-directory, as the guest's
-                 * would (killpriv on chown). */
+                 * would (killpriv on chown); a renamed capability is ours to drop. */
+                r = xattr_drop_capability(p, i, h ? h->fd : -1);
+                if (r < 0)
+                        return r;
                 if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
                         return negative_errno();
         }
         if (a->valid & FS_SET_SIZE) {
                 if (a->size > INT64_MAX)
                         return -EFBIG;
-                if (h)
-                        r = ftruncate(h->fd, (off_t) a->size) < 0 ? negative_errno() : 0;
+                if (h) {
+                        r = xattr_drop_capability(p, i, h->fd);
+                        if (r >= 0)
+                                r = ftruncate(h->fd, (off_t) a->size) < 0 ? negative_errno() : 0;
+                }
                 else if (i->type == S_IFDIR)
                         r = -EISDIR;
                 else if (i->type != S_IFREG)
@@ -426,7 +432,9 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                         fd = open_inode(p, i, O_WRONLY);
                         if (fd < 0)
                                 return fd;
-                        r = ftruncate(fd, (off_t) a->size) < 0 ? negative_errno() : 0;
+                        r = xattr_drop_capability(p, i, fd);
+                        if (r >= 0)
+                                r = ftruncate(fd, (off_t) a->size) < 0 ? negative_errno() : 0;
                         fd = fd_budget_close(&p->budget, fd);
                 }
                 if (r < 0)
@@ -660,6 +668,13 @@ static int pt_open(void *fs, const FsCtx *c, uint64_t nodeid, int flags, bool ki
                 return fd;
         if (kill_priv && (flags & O_TRUNC))
                 (void) kill_suidgid(p, i, fd);
+        if (flags & O_TRUNC) {
+                r = xattr_drop_capability(p, i, fd);
+                if (r < 0) {
+                        fd_budget_close(&p->budget, fd);
+                        return r;
+                }
+        }
         r = handle_map_add(p->handles, i, fd, flags, false, ret_fh);
         return r;
 }
@@ -824,6 +839,10 @@ static ssize_t pt_write(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, 
                 if (r < 0)
                         return r;
         }
+        /* Every write, as the kernel's file_remove_privs() for the real name. */
+        r = xattr_drop_capability(p, h->inode, h->fd);
+        if (r < 0)
+                return r;
         n = pwritev(h->fd, iov, (int) niov, (off_t) off);
         return n < 0 ? negative_errno() : n;
 }
@@ -1035,6 +1054,9 @@ static int pt_fallocate(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, 
         r = handle_map_get(p->handles, fh, nodeid, 0, &h);
         if (r < 0)
                 return r;
+        r = xattr_drop_capability(p, h->inode, h->fd); /* the kernel's vfs_fallocate() does too */
+        if (r < 0)
+                return r;
         return fallocate(h->fd, mode, (off_t) off, (off_t) len) < 0 ? negative_errno() : 0;
 }
 
@@ -1069,6 +1091,9 @@ static ssize_t pt_copy_file_range(void *fs, const FsCtx *c, uint64_t nodeid_in, 
         if (r < 0)
                 return r;
         r = handle_map_get(p->handles, fh_out, nodeid_out, 0, &b);
+        if (r < 0)
+                return r;
+        r = xattr_drop_capability(p, b->inode, b->fd); /* a write to the destination */
         if (r < 0)
                 return r;
         n = copy_file_range(a->fd, &oi, b->fd, &oo, (size_t) MIN(len, (uint64_t) SSIZE_MAX), 0);

@@ -62,6 +62,31 @@ int xattr_set_labels(Passthrough *p, Inode *i, const FsCtx *c) {
         return r;
 }
 
+/* What the host kernel does for security.capability on a write, truncate or chown (killpriv),
+ * done for the name --xattrmap stores it under, which the kernel sees as an ordinary attribute.
+ * io_fd is an fd open for I/O, or -1 to go through the inode's O_PATH fd. An attribute that is
+ * not there, or a filesystem without xattrs, is nothing to drop. */
+int xattr_drop_capability(Passthrough *p, Inode *i, int io_fd) {
+        const char *name = p->opts.capability_xattr;
+        char path[16];
+        int r;
+
+        if (!name)
+                return 0; /* not renamed: the host kernel drops it itself */
+        if (io_fd >= 0)
+                r = fremovexattr(io_fd, name) < 0 ? negative_errno() : 0;
+        else {
+                r = xattr_enter(p, i, path);
+                if (r < 0)
+                        return r;
+                r = removexattr(path, name) < 0 ? negative_errno() : 0;
+                xattr_leave();
+        }
+        if (r == -ENODATA || r == -EOPNOTSUPP)
+                return 0;
+        return r;
+}
+
 static bool xattr_name_allowed(Passthrough *p, const char *name) {
         if (!p->opts.posix_acl && (strcmp(name, "system.posix_acl_access") == 0 ||
                                    strcmp(name, "system.posix_acl_default") == 0))

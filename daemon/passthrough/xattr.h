@@ -10,6 +10,11 @@
 /* Sets the request's security labels (FsCtx.labels) on a new inode, with the daemon's privileges. */
 int xattr_set_labels(Passthrough *p, Inode *i, const FsCtx *c);
 
+/* Removes the host attribute --xattrmap renamed security.capability to (FsOptions.capability_xattr)
+ * on the events the host kernel removes the real one on: write, truncate, chown. io_fd: an I/O fd
+ * of the inode, or -1. No-op without such a rename. */
+int xattr_drop_capability(Passthrough *p, Inode *i, int io_fd);
+
 /* FsOps.setxattr, getxattr, listxattr and removexattr. */
 int pt_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, const void *value, size_t size,
                 int flags, bool kill_sgid);
