@@ -278,10 +278,9 @@ static bool ensure_sub_range(const char *file) {
 
         if (access(file, F_OK) == 0) {
                 text = read_text(file);
-                if (strstr(text, "nobody:") == text || strstr(text, "\nnobody:")) {
-                        ck_assert_msg(strstr(text, "nobody:200000:65536"), "%s has another range for nobody", file);
+                /* another range for nobody (tests/vm/test-userns.sh adds one) does not matter */
+                if (strncmp(text, "nobody:200000:65536\n", 20) == 0 || strstr(text, "\nnobody:200000:65536\n"))
                         return false;
-                }
         }
         f = fopen(file, "ae");
         ck_assert_ptr_nonnull(f);
