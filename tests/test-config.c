@@ -247,8 +247,8 @@ START_TEST(test_verify_refusals) {
                 config_done(&c);
         }
         /* maps (test-id-map has the rest), identity translations */
-        ck_assert_int_eq(PARSE(&c, "--shared-dir=/s", "--uid-map=:0:100000:65536:", "--gid-map=:0:0:1:",
-                               "--translate-uid=map:5:5:10", "--translate-gid=squash-host:7:7:1"),
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/s", "--sandbox=namespace", "--uid-map=:0:100000:65536:",
+                               "--gid-map=:0:0:1:", "--translate-uid=map:5:5:10", "--translate-gid=squash-host:7:7:1"),
                          0);
         ck_assert_int_eq(config_verify(&c), 0);
         config_done(&c);

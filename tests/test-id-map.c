@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "userns.h"
+#include "util.h"
 #include "test-main.h"
 
 static int parse_argv(Config *c, const char *const *args) {
@@ -181,8 +182,8 @@ START_TEST(test_option_errors_name_the_option) {
         REFUSED("--uid-map", "four ':'", "--uid-map=:0:0");
         REFUSED("--gid-map", "namespace range overlaps", "--gid-map=:0:100000:10:", "--gid-map=:9:200000:10:");
         REFUSED("--uid-map", "host range overlaps", "--uid-map=:0:100000:10:", "--uid-map=:10:100005:10:");
-        REFUSED("--uid-map", "namespace uid 0", "--uid-map=:1:100000:10:");
-        REFUSED("--gid-map", "namespace gid 0", "--gid-map=:1000:100000:10:");
+        REFUSED("--uid-map", "namespace uid 0", "--sandbox=namespace", "--uid-map=:1:100000:10:");
+        REFUSED("--gid-map", "namespace gid 0", "--sandbox=chroot", "--gid-map=:1000:100000:10:");
         REFUSED("--uid-map/--gid-map", "--sandbox=namespace", "--sandbox=none", "--uid-map=:0:100000:10:");
 }
 END_TEST
@@ -214,7 +215,8 @@ START_TEST(test_verify_accepts_maps) {
         Config c;
 
         /* libvirt's usual <idmap>: guest 0..65535 on the user's subordinate range */
-        ck_assert_int_eq(parse_argv(&c, (const char *const[]){ "--shared-dir=/s", "--uid-map=:0:100000:65536:",
+        ck_assert_int_eq(parse_argv(&c, (const char *const[]){ "--shared-dir=/s", "--sandbox=namespace",
+                                                               "--uid-map=:0:100000:65536:",
                                                                "--gid-map=:0:100000:65536:", NULL }),
                          0);
         ck_assert_int_eq(config_verify(&c), 0);
@@ -248,6 +250,20 @@ START_TEST(test_format_map) {
 }
 END_TEST
 
+/* The default sandbox takes maps as it is (sanitizer builds default to none, util.h). */
+START_TEST(test_default_sandbox_takes_maps) {
+#ifndef SANITIZER_BUILD
+        Config c;
+
+        ck_assert_int_eq(sandbox_mode_default(), SANDBOX_NAMESPACE); /* also unprivileged */
+        ck_assert_int_eq(
+                parse_argv(&c, (const char *const[]){ "--shared-dir=/s", "--uid-map=:0:100000:65536:", NULL }), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        config_done(&c);
+#endif
+}
+END_TEST
+
 static void add_tests(Suite *s) {
         TCase *tc = tcase_create("id-map");
 
@@ -258,6 +274,7 @@ static void add_tests(Suite *s) {
         tcase_add_test(tc, test_too_many_entries_option);
         tcase_add_test(tc, test_verify_accepts_maps);
         tcase_add_test(tc, test_format_map);
+        tcase_add_test(tc, test_default_sandbox_takes_maps);
         suite_add_tcase(s, tc);
 }
 

@@ -528,6 +528,9 @@ static void spawn_unprivileged(const char *const *extra) {
         argv[n++] = h->socket_path;
         argv[n++] = "--shared-dir";
         argv[n++] = h->share;
+#ifdef SANITIZER_BUILD
+        argv[n++] = "--sandbox=namespace"; /* the default of a normal build (util.h) */
+#endif
         for (unsigned i = 0; extra && extra[i]; i++)
                 argv[n++] = extra[i];
         argv[n] = NULL;
