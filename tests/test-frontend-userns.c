@@ -408,6 +408,30 @@ START_TEST(test_unprivileged_subordinate_map) {
 }
 END_TEST
 
+/* Podman's layout: the user's own id as 0, the subordinate range after it (newuidmap takes both). */
+START_TEST(test_unprivileged_own_plus_subordinate) {
+        static const char *const maps[] = { "--uid-map=:0:65534:1:", "--uid-map=:1:200000:65535:",
+                                            "--gid-map=:0:65534:1:", "--gid-map=:1:200000:65535:", NULL };
+        struct fuse_entry_out e;
+        FeFuse *c;
+
+        give_dirs(TEST_UID);
+        spawn(true, maps);
+        assert_userns("0 65534 1\n1 200000 65535\n");
+        c = client();
+        as(c, 0, 0);
+        ck_assert_int_eq(create_file(c, 1, "root-file", &e), 0);
+        assert_host_owner("root-file", TEST_UID, TEST_UID);
+        as(c, 1000, 1000);
+        ck_assert_int_eq(create_file(c, 1, "user-file", &e), 0);
+        assert_host_owner("user-file", SUB(999), SUB(999));
+        as(c, 65536, 1000);
+        ck_assert_int_eq(create_file(c, 1, "unmapped", &e), -EPERM);
+        client_free(c);
+        stop();
+}
+END_TEST
+
 /* Root with a map: written directly (no helper); guest root is host ROOT_MAP_BASE. */
 START_TEST(test_root_with_map) {
         static const char *const maps[] = { "--uid-map=:0:300000:65536:", "--gid-map=:0:300000:65536:", NULL };
@@ -475,6 +499,7 @@ static Suite *userns_suite(void) {
         tcase_add_checked_fixture(sub, setup, teardown);
         tcase_set_timeout(sub, 60);
         tcase_add_root_test(sub, test_unprivileged_subordinate_map);
+        tcase_add_root_test(sub, test_unprivileged_own_plus_subordinate);
         suite_add_tcase(s, sub);
         return s;
 }
