@@ -207,35 +207,113 @@ static int set_feature_mode(FeatureMode *dst, const char *what, const char *v) {
         return 0;
 }
 
-/* ":A:B:C:" with decimal fields; the count must not be 0 and neither range may pass 2^32. */
-int config_parse_id_map(const char *s, IdMapEntry *ret) {
+/* One decimal field of an id map: digits only (no sign, no space, no hex), at most 2^32 - 1. */
+static int parse_id_field(const char *p, size_t n, uint64_t *ret) {
+        uint64_t v = 0;
+
+        if (n == 0)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (p[i] < '0' || p[i] > '9')
+                        return -EINVAL;
+                v = v * 10 + (uint64_t)(p[i] - '0');
+                if (v > UINT32_MAX)
+                        return -ERANGE;
+        }
+        *ret = v;
+        return 0;
+}
+
+/* ":NAMESPACE_ID:HOST_ID:COUNT:" (libvirt >= 10 writes one per <idmap> entry; the Rust virtiofsd's
+ * form): four colons, three decimal fields, nothing around them. */
+int id_map_parse(const char *s, IdMapEntry *ret, const char **ret_why) {
         uint64_t v[3];
         const char *p = s;
+        const char *why_dummy;
 
-        if (!s || *p != ':')
+        if (!ret_why)
+                ret_why = &why_dummy;
+        if (!s || *p != ':') {
+                *ret_why = "it must start with ':'";
                 return -EINVAL;
+        }
         p++;
         for (unsigned i = 0; i < 3; i++) {
                 const char *end = strchr(p, ':');
-                char buf[16];
-                size_t n;
+                int r;
 
-                if (!end)
+                if (!end) {
+                        *ret_why = "expected four ':' around three fields";
                         return -EINVAL;
-                n = (size_t)(end - p);
-                if (n == 0 || n >= sizeof buf)
+                }
+                r = parse_id_field(p, (size_t)(end - p), &v[i]);
+                if (r == -ERANGE) {
+                        *ret_why = i == 0   ? "the namespace id is above 4294967295"
+                                   : i == 1 ? "the host id is above 4294967295"
+                                            : "the count is above 4294967295";
+                        return -ERANGE;
+                }
+                if (r < 0) {
+                        *ret_why = i == 0   ? "the namespace id is not a decimal number"
+                                   : i == 1 ? "the host id is not a decimal number"
+                                            : "the count is not a decimal number";
                         return -EINVAL;
-                memcpy(buf, p, n);
-                buf[n] = '\0';
-                if (parse_uint(buf, UINT32_MAX, &v[i]) < 0)
-                        return -EINVAL;
+                }
                 p = end + 1;
         }
-        if (*p != '\0' || v[2] == 0 || v[0] + v[2] > (uint64_t)UINT32_MAX + 1 ||
-            v[1] + v[2] > (uint64_t)UINT32_MAX + 1)
+        if (*p != '\0') {
+                *ret_why = "text after the last ':'";
                 return -EINVAL;
+        }
+        if (v[2] == 0) {
+                *ret_why = "the count is 0";
+                return -EINVAL;
+        }
+        if (v[0] + v[2] > (uint64_t)UINT32_MAX + 1) {
+                *ret_why = "the namespace range passes 2^32 - 1";
+                return -ERANGE;
+        }
+        if (v[1] + v[2] > (uint64_t)UINT32_MAX + 1) {
+                *ret_why = "the host range passes 2^32 - 1";
+                return -ERANGE;
+        }
         *ret = (IdMapEntry){ .inside = (uint32_t)v[0], .outside = (uint32_t)v[1], .count = (uint32_t)v[2] };
         return 0;
+}
+
+static bool ranges_overlap(uint32_t a, uint32_t na, uint32_t b, uint32_t nb) {
+        return (uint64_t)a < (uint64_t)b + nb && (uint64_t)b < (uint64_t)a + na;
+}
+
+/* The kernel refuses overlapping ranges in a map as a whole (EINVAL from the write); checking each
+ * entry as it comes names the one at fault. */
+int id_map_add(IdMapList *l, const IdMapEntry *e, const char **ret_why) {
+        const char *why_dummy;
+
+        if (!ret_why)
+                ret_why = &why_dummy;
+        for (unsigned i = 0; i < l->n; i++) {
+                const IdMapEntry *o = &l->e[i];
+                if (ranges_overlap(e->inside, e->count, o->inside, o->count)) {
+                        *ret_why = "its namespace range overlaps an earlier entry's";
+                        return -EEXIST;
+                }
+                if (ranges_overlap(e->outside, e->count, o->outside, o->count)) {
+                        *ret_why = "its host range overlaps an earlier entry's";
+                        return -EEXIST;
+                }
+        }
+        if (l->n >= ID_MAP_MAX_ENTRIES) {
+                _Static_assert(ID_MAP_MAX_ENTRIES == 32, "the message names the limit");
+                *ret_why = "more than 32 entries";
+                return -E2BIG;
+        }
+        l->e[l->n++] = *e;
+        return 0;
+}
+
+int config_parse_id_map(const char *s, IdMapEntry *ret) {
+        return id_map_parse(s, ret, NULL) < 0 ? -EINVAL : 0;
 }
 
 /* "TYPE:SOURCE:TARGET:COUNT", or "forbid-guest:BASE:COUNT". */
@@ -285,24 +363,14 @@ int config_parse_id_translate(const char *s, IdTranslateEntry *ret) {
 }
 
 static int add_id_map(IdMapList *l, const char *what, const char *v) {
+        const char *why = NULL;
         IdMapEntry e;
 
-        if (config_parse_id_map(v, &e) < 0)
-                return usage_error("%s: expected :NAMESPACE_ID:HOST_ID:COUNT: with COUNT >= 1 and both ranges "
-                                   "below 2^32, got \"%s\"",
-                                   what, v);
-        for (unsigned i = 0; i < l->n; i++) {
-                const IdMapEntry *o = &l->e[i];
-                if ((uint64_t)e.inside < (uint64_t)o->inside + o->count &&
-                    (uint64_t)o->inside < (uint64_t)e.inside + e.count)
-                        return usage_error("%s: \"%s\" overlaps an earlier entry inside the namespace", what, v);
-                if ((uint64_t)e.outside < (uint64_t)o->outside + o->count &&
-                    (uint64_t)o->outside < (uint64_t)e.outside + e.count)
-                        return usage_error("%s: \"%s\" overlaps an earlier entry on the host", what, v);
-        }
-        if (l->n == CONFIG_MAX_ID_ENTRIES)
-                return usage_error("%s: at most %d entries", what, CONFIG_MAX_ID_ENTRIES);
-        l->e[l->n++] = e;
+        if (id_map_parse(v, &e, &why) < 0)
+                return usage_error("%s: \"%s\": %s (expected :NAMESPACE_ID:HOST_ID:COUNT:, as libvirt writes it)",
+                                   what, v, why);
+        if (id_map_add(l, &e, &why) < 0)
+                return usage_error("%s: \"%s\": %s", what, v, why);
         return 0;
 }
 
@@ -610,7 +678,8 @@ static const OptionDef option_defs[] = {
           "inline (default): queue threads run requests in guest order; pool; auto" },
         { "poll-us", required_argument, ARG_POLL_US, "N", "busy-poll the request queues N microseconds (default 0)" },
         SECTION("Process and confinement"),
-        { "sandbox", required_argument, ARG_SANDBOX, "MODE", "namespace (default as root), chroot, none" },
+        { "sandbox", required_argument, ARG_SANDBOX, "MODE",
+          "namespace (default; unprivileged in a user namespace), chroot, none" },
         { "seccomp", required_argument, ARG_SECCOMP, "ACTION", "kill (default), log, trap, none" },
         { "modcaps", required_argument, ARG_MODCAPS, "+CAP:-CAP", "add to or remove from the capabilities kept" },
         { "allow-privileged-files", no_argument, ARG_ALLOW_PRIVILEGED_FILES, NULL,
@@ -620,7 +689,7 @@ static const OptionDef option_defs[] = {
           "directory read-ahead kept for all open directories (default 64 MiB, at least 16384)" },
         { "rlimit-nofile", required_argument, ARG_RLIMIT_NOFILE, "N", "open-file limit to set (0 leaves it)" },
         { "uid-map", required_argument, ARG_UID_MAP,
-          ":NS:HOST:COUNT:", "user namespace uid mapping, repeatable (identity only until issue 16; others refused)" },
+          ":NS:HOST:COUNT:", "user namespace uid mapping, repeatable; must map namespace uid 0 (docs/id-mapping.md)" },
         { "gid-map", required_argument, ARG_GID_MAP, ":NS:HOST:COUNT:", "the same for gids" },
         { "translate-uid", required_argument, ARG_TRANSLATE_UID, "TYPE:SRC:DST:N",
           "uid translation, repeatable (identity only until issue 16; others refused)" },
@@ -985,13 +1054,6 @@ static bool share_supports_xattr(const char *dir, const char *name) {
         return getxattr(dir, name, buf, 0) >= 0 || (errno != EOPNOTSUPP && errno != ENOTSUP);
 }
 
-static bool id_map_is_identity(const IdMapList *l) {
-        for (unsigned i = 0; i < l->n; i++)
-                if (l->e[i].inside != l->e[i].outside)
-                        return false;
-        return true;
-}
-
 static bool id_translate_is_identity(const IdTranslateList *l) {
         for (unsigned i = 0; i < l->n; i++) {
                 const IdTranslateEntry *e = &l->e[i];
@@ -1049,10 +1111,18 @@ int config_verify(Config *c) {
         if (c->inode_file_handles == INODE_FILE_HANDLES_MANDATORY)
                 return usage_error("--inode-file-handles=mandatory: vufsd does not use file handles yet; "
                                    "use never or prefer (which falls back to O_PATH fds)");
-        if (!id_map_is_identity(&c->uid_map) || !id_map_is_identity(&c->gid_map))
-                return usage_error("--uid-map/--gid-map: only identity maps (:N:N:COUNT:) are supported until "
-                                   "user-namespace id mapping is built; vufsd refuses to start rather than serve "
-                                   "files under the wrong owners");
+        /* The maps are a user namespace's (userns.h): without a sandbox there is none. Inside,
+         * the daemon is uid/gid 0 of the namespace, so 0 must be mapped (it is the guest's root
+         * too; docs/id-mapping.md). */
+        if ((c->uid_map.n > 0 || c->gid_map.n > 0) && c->sandbox == SANDBOX_NONE)
+                return usage_error("--uid-map/--gid-map need --sandbox=namespace or --sandbox=chroot: they map the "
+                                   "user namespace the sandbox creates");
+        if (c->uid_map.n > 0 && !id_map_contains(&c->uid_map, 0))
+                return usage_error("--uid-map: no entry maps namespace uid 0 (the daemon's own uid in the namespace "
+                                   "and the guest's root), e.g. :0:HOST_UID:COUNT:");
+        if (c->gid_map.n > 0 && !id_map_contains(&c->gid_map, 0))
+                return usage_error("--gid-map: no entry maps namespace gid 0 (the daemon's own gid in the namespace "
+                                   "and the guest's root group), e.g. :0:HOST_GID:COUNT:");
         if (!id_translate_is_identity(&c->translate_uid) || !id_translate_is_identity(&c->translate_gid))
                 return usage_error("--translate-uid/--translate-gid: only identity translations are supported "
                                    "until id translation is built; vufsd refuses to start rather than serve files "

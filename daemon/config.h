@@ -40,10 +40,7 @@ typedef enum MigrationOnError {
         _MIGRATION_ON_ERROR_INVALID = -EINVAL,
 } MigrationOnError;
 
-/* One --uid-map/--gid-map entry (":namespace_id:host_id:count:", libvirt's and virtiofsd's form). */
-typedef struct IdMapEntry {
-        uint32_t inside, outside, count;
-} IdMapEntry;
+/* --uid-map/--gid-map entries: IdMapEntry and IdMapList in userns.h (via sandbox.h). */
 
 /* One --translate-uid/--translate-gid entry ("TYPE:SOURCE:TARGET:COUNT", "forbid-guest:BASE:COUNT"). */
 typedef enum IdTranslateType {
@@ -71,13 +68,8 @@ MigrationOnError migration_on_error_from_string(const char *s);
 const char *id_translate_to_string(IdTranslateType t);
 IdTranslateType id_translate_from_string(const char *s);
 
-#define CONFIG_MAX_ID_ENTRIES 32
+#define CONFIG_MAX_ID_ENTRIES ID_MAP_MAX_ENTRIES
 #define CONFIG_MAX_TAG_LEN 36 /* the virtio-fs config space's tag[36] */
-
-typedef struct IdMapList {
-        unsigned n;
-        IdMapEntry e[CONFIG_MAX_ID_ENTRIES];
-} IdMapList;
 
 typedef struct IdTranslateList {
         unsigned n;
@@ -174,6 +166,14 @@ int config_resolve_threads(int threads, int pool_size, ThreadMode *ret_mode, uns
 
 /* Parsers of the single values, exported for the tests and the fuzz target. 0 or -EINVAL. */
 int config_parse_id_map(const char *s, IdMapEntry *ret);
+
+/* The same with the reason in *ret_why (static text naming the field or the rule): -EINVAL for
+ * syntax and count 0, -ERANGE for numbers or ranges past 2^32 - 1. */
+int id_map_parse(const char *s, IdMapEntry *ret, const char **ret_why);
+
+/* Appends e to l unless its namespace or host range overlaps an entry's (-EEXIST) or l is full
+ * (-E2BIG, ID_MAP_MAX_ENTRIES); *ret_why says which. */
+int id_map_add(IdMapList *l, const IdMapEntry *e, const char **ret_why);
 int config_parse_id_translate(const char *s, IdTranslateEntry *ret);
 
 /* The i-th long option the parser accepts (without "--"), NULL past the last: the tests check

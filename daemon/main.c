@@ -174,12 +174,23 @@ static int run(int argc, char *argv[]) {
                 }
         }
 
+        /* The bus is chosen as the process is now: inside its user namespace an unprivileged
+         * daemon is uid 0, which must not make it pick the system bus (bus.c). */
+        if (!config.bus && geteuid() != 0) {
+                config.bus = strdup("session");
+                if (!config.bus) {
+                        path_socket_done(&path_socket, true);
+                        config_done(&config);
+                        return 1;
+                }
+        }
+
         /* First, before anything is opened: in namespace and chroot mode the daemon goes on in a
          * child process (pid 1 of a new pid namespace, in a new mount namespace); this process stays
          * outside as its supervisor: it forwards signals and notifications and exits as the child
          * does (sandbox.h). */
         r = sandbox_prepare(config.sandbox, config.shared_dir, config.socket_path, config.seccomp,
-                            config.fs.privileged_files, &exit_status);
+                            config.fs.privileged_files, &config.uid_map, &config.gid_map, &exit_status);
         if (r <= 0) {
                 /* The supervisor: its copies of the fds are closed, and when the child ran, it
                  * removed the files already; when there was no child, this removes them. */
@@ -203,7 +214,9 @@ static int run(int argc, char *argv[]) {
 
         /* Before any thread exists: requests run as the guest's uid/gid, and root's supplementary
          * groups would otherwise still grant access (CVE-2022-0358). */
-        r = passthrough_drop_supplementary_groups();
+        /* In a user namespace whose setgroups is "deny" (the caller's own gid mapped without
+         * newgidmap) the groups cannot change: they stay the host user's own (docs/id-mapping.md). */
+        r = userns_setgroups_denied() ? 0 : passthrough_drop_supplementary_groups();
         if (r < 0) {
                 log_error_errno(r, "Cannot drop supplementary groups: %m");
                 path_socket_done(&path_socket, true);

@@ -231,8 +231,8 @@ START_TEST(test_verify_refusals) {
                 { "--migration-mode=file-handles", "--migration-verify-handles", NULL },
                 { "--translate-uid=map:0:0:1", "--posix-acl", NULL },
                 { "--inode-file-handles=mandatory", NULL },
-                { "--uid-map=:0:1000:1:", NULL },
-                { "--gid-map=:0:0:1:", "--gid-map=:1:100000:10:", NULL },
+                { "--uid-map=:1:1000:1:", NULL }, /* namespace uid 0 unmapped */
+                { "--sandbox=none", "--gid-map=:0:100000:10:", NULL }, /* no user namespace */
                 { "--translate-uid=map:0:1000:1", NULL },
                 { "--translate-gid=squash-guest:0:0:10", NULL },
                 { "--translate-uid=forbid-guest:10:5", NULL },
@@ -246,9 +246,9 @@ START_TEST(test_verify_refusals) {
                 ck_assert_msg(config_verify(&c) < 0, "verified: %s %s", bad[i][0], bad[i][1] ?: "");
                 config_done(&c);
         }
-        /* identity maps and translations are today's behaviour */
-        ck_assert_int_eq(PARSE(&c, "--shared-dir=/s", "--uid-map=:0:0:65536:", "--gid-map=:0:0:1:",
-                               "--translate-uid=map:5:5:10", "--translate-gid=squash-host:7:7:1"),
+        /* maps (test-id-map has the rest), identity translations */
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/s", "--sandbox=namespace", "--uid-map=:0:100000:65536:",
+                               "--gid-map=:0:0:1:", "--translate-uid=map:5:5:10", "--translate-gid=squash-host:7:7:1"),
                          0);
         ck_assert_int_eq(config_verify(&c), 0);
         config_done(&c);

@@ -501,6 +501,177 @@ START_TEST(test_fail_closed) {
 }
 END_TEST
 
+/* ---- unprivileged (docs/id-mapping.md) ---- */
+
+#define TEST_UID 65534 /* nobody */
+
+/* vufsd as nobody with the default sandbox mode (no --sandbox): the harness directory is
+ * nobody's, the share too (0777 for the guest's users). */
+static void spawn_unprivileged(const char *const *extra) {
+        const char *bin = getenv("VUFSD_BINARY");
+        const char *argv[24];
+        unsigned n = 0;
+        int r;
+
+        ck_assert_ptr_nonnull(bin);
+        ck_assert_int_eq(chown(h->dir, TEST_UID, TEST_UID), 0);
+        ck_assert_int_eq(chmod(h->dir, 0755), 0);
+        ck_assert_int_eq(chown(h->share, TEST_UID, TEST_UID), 0);
+        ck_assert_int_eq(chmod(h->share, 0777), 0);
+        argv[n++] = "/usr/bin/setpriv";
+        argv[n++] = "--reuid=65534";
+        argv[n++] = "--regid=65534";
+        argv[n++] = "--clear-groups";
+        argv[n++] = "--";
+        argv[n++] = bin;
+        argv[n++] = "--socket-path";
+        argv[n++] = h->socket_path;
+        argv[n++] = "--shared-dir";
+        argv[n++] = h->share;
+#ifdef SANITIZER_BUILD
+        argv[n++] = "--sandbox=namespace"; /* the default of a normal build (util.h) */
+#endif
+        for (unsigned i = 0; extra && extra[i]; i++)
+                argv[n++] = extra[i];
+        argv[n] = NULL;
+        r = fe_backend_spawn(&h->backend, (char *const *)argv, h->socket_path, 10000);
+        ck_assert_msg(r == 0, "starting vufsd as nobody: %s", strerror(-r));
+}
+
+/* The host's view of a process's ids: all four nobody, whatever it is inside its namespace. */
+static void assert_host_ids(pid_t pid) {
+        char path[64], line[256];
+        unsigned a, b, c, d;
+        int seen = 0;
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/%i/status", (int)pid);
+        f = fopen(path, "re");
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof line, f)) {
+                if (sscanf(line, "Uid: %u %u %u %u", &a, &b, &c, &d) == 4 ||
+                    sscanf(line, "Gid: %u %u %u %u", &a, &b, &c, &d) == 4) {
+                        ck_assert_msg(a == TEST_UID && b == TEST_UID && c == TEST_UID && d == TEST_UID, "%i: %s",
+                                      (int)pid, line);
+                        seen++;
+                }
+        }
+        fclose(f);
+        ck_assert_int_eq(seen, 2);
+}
+
+/* What the unprivileged daemon reaches: guest root is the user, its capabilities (the
+ * namespace's) do not open a host root file in the share, and a guest user outside the map gets
+ * EPERM; data and fds as for root. */
+static void exercise_unprivileged(pid_t daemon, pid_t supervisor, bool own_mounts) {
+        Frontend *fe;
+        FeFuse *c = connect_client(&fe);
+        struct fuse_entry_out e;
+        char *p = fe_harness_path(h, "root-secret");
+        struct stat st;
+        uint64_t fh;
+        int fd, r;
+
+        fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); /* host root's, 0600 */
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "secret", 6), 6);
+        close(fd);
+        free(p);
+
+        c->uid = 0;
+        c->gid = 0;
+        ck_assert_int_eq(fe_fuse_lookup(c, 1, "root-secret", &e), 0);
+        ck_assert_uint_eq(e.attr.uid, 65534); /* host root is unmapped: the overflow id */
+        r = fe_fuse_open(c, e.nodeid, O_RDONLY, &fh);
+        ck_assert_msg(r == -EACCES, "guest root opened host root's 0600 file: %d", r);
+        r = fe_fuse_create(c, 1, "as-root", O_RDWR, 0644, &e, &fh);
+        ck_assert_msg(r == 0, "CREATE as guest root: %d %s", r, c->last_problem);
+        ck_assert_int_eq(fe_fuse_release(c, e.nodeid, fh, false), 0);
+        p = fe_harness_path(h, "as-root");
+        ck_assert_int_eq(stat(p, &st), 0);
+        ck_assert_uint_eq(st.st_uid, TEST_UID);
+        ck_assert_uint_eq(st.st_gid, TEST_UID);
+        free(p);
+        c->uid = 1000;
+        c->gid = 1000;
+        ck_assert_int_eq(fe_fuse_mkdir(c, 1, "as-1000", 0755, &e), -EPERM);
+        c->uid = 0;
+        c->gid = 0;
+        ck_assert_int_eq(fe_fuse_roundtrip(c, "roundtrip", 200000, 7), 0);
+        ck_assert_uint_eq(c->proto_errors, 0);
+
+        ck_assert_msg(field(daemon, "Threads") >= 2, "expected queue threads");
+        assert_locked_down(daemon, DEFAULT_CAPS); /* the namespace's capabilities */
+        assert_host_ids(daemon);
+        assert_fds_contained(daemon, true);
+        /* The supervisor: nobody, no capability, its filter; no chroot unprivileged, so its working
+         * directory is the socket's directory. */
+        /* The bounding set stays (dropping it needs CAP_SETPCAP); with no-new-privs it gives
+         * nothing (capabilities.h). */
+        wait_locked(supervisor);
+        ck_assert_uint_eq(field(supervisor, "Seccomp"), 2);
+        ck_assert_uint_eq(field(supervisor, "NoNewPrivs"), 1);
+        ck_assert_uint_eq(field(supervisor, "CapEff"), 0);
+        ck_assert_uint_eq(field(supervisor, "CapPrm"), 0);
+        ck_assert_uint_eq(field(supervisor, "CapInh"), 0);
+        ck_assert_uint_eq(field(supervisor, "CapAmb"), 0);
+        assert_host_ids(supervisor);
+        {
+                char path[64], *dir = strdup(h->socket_path);
+                struct stat cwd, want;
+                *strrchr(dir, '/') = '\0';
+                snprintf(path, sizeof path, "/proc/%i/cwd", (int)supervisor);
+                ck_assert_int_eq(stat(path, &cwd), 0);
+                ck_assert_int_eq(stat(dir, &want), 0);
+                ck_assert_msg(cwd.st_dev == want.st_dev && cwd.st_ino == want.st_ino,
+                              "the supervisor works outside %s", dir);
+                free(dir);
+        }
+        if (own_mounts)
+                assert_share_nosuid_nodev(daemon);
+        fe_fuse_free(c);
+        fe_free(fe);
+}
+
+START_TEST(test_unprivileged_namespace) {
+        const char *const extra[] = { "--seccomp=kill", "--bus=none", "--thread-pool-size=2", NULL };
+        pid_t sup, w;
+
+        spawn_unprivileged(extra);
+        sup = h->backend->pid;
+        w = worker_of(sup);
+        ck_assert_msg(w > 0, "no sandboxed child of %i", (int)sup);
+        assert_root_is_share(w);
+        assert_same_ns(w, getpid(), "user", false);
+        assert_same_ns(w, getpid(), "pid", false);
+        assert_same_ns(w, getpid(), "mnt", false);
+        assert_same_ns(w, getpid(), "net", false);
+        assert_same_ns(sup, getpid(), "user", true);
+        exercise_unprivileged(w, sup, true);
+        stop_and_check();
+}
+END_TEST
+
+/* chroot mode unprivileged: the user namespace and a mount namespace of its own, so the
+ * passthrough's /proc/self/fd is detached (assert_fds_contained: no fd leads to the host's
+ * /proc), and no warning that it is not contained. */
+START_TEST(test_unprivileged_chroot) {
+        const char *const extra[] = { "--sandbox=chroot", "--seccomp=kill", "--bus=none", NULL };
+        pid_t sup, w;
+
+        spawn_unprivileged(extra);
+        sup = h->backend->pid;
+        w = worker_of(sup);
+        ck_assert_msg(w > 0, "no sandboxed child of %i", (int)sup);
+        assert_root_is_share(w);
+        assert_same_ns(w, getpid(), "user", false);
+        assert_same_ns(w, getpid(), "mnt", false);
+        assert_same_ns(w, getpid(), "pid", true);
+        exercise_unprivileged(w, sup, false);
+        stop_and_check();
+}
+END_TEST
+
 /* READY, and the watchdog pings sd-event would send, come from the daemon inside the sandbox
  * through the supervisor (the main pid). The daemon may not create sockets after the lockdown:
  * they travel over the supervisor channel. */
@@ -593,6 +764,8 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_notify_relay);
         tcase_add_test(tc, test_notify_relay_chroot);
         tcase_add_test(tc, test_notify_none);
+        tcase_add_test(tc, test_unprivileged_namespace);
+        tcase_add_test(tc, test_unprivileged_chroot);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -13,6 +13,8 @@ packages=(
         qemu-system-x86 qemu-system-common linux-image-amd64 busybox-static cpio
         # control plane tests: a real dbus-daemon; setpriv for the unprivileged caller
         dbus util-linux
+        # unprivileged vufsd with subordinate id ranges: the setuid newuidmap/newgidmap helpers
+        uidmap
         # systemd tests: a debootstrapped root booted with systemd-nspawn
         debootstrap systemd-container
         # benchmarks: fio in the guest, charts

@@ -75,7 +75,9 @@ fail:
         if (c->umask_set)
                 umask(c->old_umask);
         c->umask_set = false;
-        return r;
+        /* EINVAL: an id the user namespace does not map (docs/id-mapping.md); the guest gets EPERM,
+         * the answer for an identity it may not act as, not a puzzling "invalid argument". */
+        return r == -EINVAL ? -EPERM : r;
 }
 
 void credentials_leave(Credentials *c) {

@@ -413,7 +413,8 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 if (r < 0)
                         return r;
                 if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-                        return negative_errno();
+                        /* EINVAL: an id the user namespace does not map (docs/id-mapping.md). */
+                        return errno == EINVAL ? -EPERM : negative_errno();
         }
         if (a->valid & FS_SET_SIZE) {
                 if (a->size > INT64_MAX)

@@ -23,6 +23,7 @@
 
 #include "capabilities.h"
 #include "log.h"
+#include "userns.h"
 #include "util.h"
 
 /* The daemon's end of the supervisor channel (the notification relay socket travels over it). */
@@ -41,7 +42,7 @@ SandboxMode sandbox_mode_default(void) {
 #ifdef SANITIZER_BUILD
         return SANDBOX_NONE;
 #else
-        return geteuid() == 0 ? SANDBOX_NAMESPACE : SANDBOX_NONE;
+        return SANDBOX_NAMESPACE; /* unprivileged in a user namespace of its own (userns.h) */
 #endif
 }
 
@@ -183,7 +184,14 @@ static int supervisor_lockdown(Supervisor *s, const char *socket_path, SyscallFi
                         dir[1] = '\0';
                 else if (slash)
                         *slash = '\0';
-                if (chroot(slash ? dir : ".") < 0 || chdir("/") < 0)
+                if (geteuid() != 0) {
+                        /* An unprivileged supervisor cannot chroot (that takes CAP_SYS_CHROOT in
+                         * the host's user namespace); it is the user itself, without capabilities,
+                         * and its filter allows only these few calls: it works relative to the
+                         * socket's directory instead. */
+                        if (chdir(slash ? dir : ".") < 0)
+                                return log_error_errno(errno, "Cannot enter %s: %m", slash ? dir : ".");
+                } else if (chroot(slash ? dir : ".") < 0 || chdir("/") < 0)
                         return log_error_errno(errno, "Cannot confine the supervisor to %s: %m", slash ? dir : ".");
         }
         r = capabilities_apply(0, -1, -1);
@@ -315,16 +323,32 @@ static int prepare_mounts(const char *shared_dir, bool privileged_files) {
         return 0;
 }
 
+/* fork() into a new user namespace (and, in namespace mode, a new pid namespace owned by it, whose
+ * pid 1 the child is): an unprivileged process cannot unshare(CLONE_NEWPID) before a plain fork()
+ * as root does, and clone() makes both at once. The raw system call because glibc's clone() wants a
+ * function and a stack; we are single-threaded here (sandbox_prepare() runs before any thread), so
+ * nothing of fork()'s at-fork work is missed. glibc's cached thread id of the main thread stays the
+ * parent's: nothing in the daemon signals its main thread through pthread_kill(). */
+static pid_t clone_into_userns(SandboxMode mode) {
+        unsigned long flags = CLONE_NEWUSER | SIGCHLD;
+
+        if (mode == SANDBOX_NAMESPACE)
+                flags |= CLONE_NEWPID;
+        return (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, 0);
+}
+
 int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket_path, SyscallFilter filter,
-                    bool privileged_files, int *ret_exit_status) {
+                    bool privileged_files, const IdMapList *uid_map, const IdMapList *gid_map, int *ret_exit_status) {
         sigset_t mask, old;
         int ctl[2];
         pid_t parent = getpid(), child;
+        bool userns;
         int r;
 
         if (mode == SANDBOX_NONE)
                 return 1;
-        if (mode == SANDBOX_NAMESPACE && unshare(CLONE_NEWPID) < 0)
+        userns = userns_wanted(uid_map, gid_map);
+        if (mode == SANDBOX_NAMESPACE && !userns && unshare(CLONE_NEWPID) < 0)
                 return log_error_errno(errno, "--sandbox=namespace: cannot create a pid namespace: %m "
                                               "(needs CAP_SYS_ADMIN; use --sandbox=chroot in a container, "
                                               "or --sandbox=none when the service manager sandboxes vufsd)");
@@ -339,9 +363,17 @@ int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket
         sigaddset(&mask, SIGCHLD);
         sigprocmask(SIG_BLOCK, &mask, &old);
 
-        child = fork();
+        child = userns ? clone_into_userns(mode) : fork();
         if (child < 0) {
-                r = log_error_errno(errno, "fork() failed: %m");
+                if (userns)
+                        r = log_error_errno(errno,
+                                            "--sandbox=%s: cannot create a user namespace: %m (are user "
+                                            "namespaces disabled, sysctl user.max_user_namespaces=0 or a "
+                                            "container's seccomp policy? Use --sandbox=none when the "
+                                            "service manager sandboxes vufsd)",
+                                            sandbox_mode_to_string(mode));
+                else
+                        r = log_error_errno(errno, "fork() failed: %m");
                 sigprocmask(SIG_SETMASK, &old, NULL);
                 safe_close(ctl[0]);
                 safe_close(ctl[1]);
@@ -351,6 +383,19 @@ int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket
                 Supervisor s = { .child = child, .notify_fd = -1 };
 
                 safe_close(ctl[1]);
+                if (userns) {
+                        /* The child waits for its maps: until they exist it has no usable ids. */
+                        r = userns_write_maps(child, uid_map, gid_map);
+                        if (r >= 0 && send(ctl[0], "1", 1, MSG_NOSIGNAL) != 1)
+                                r = log_error_errno(errno, "Cannot start the sandboxed daemon: %m");
+                        if (r < 0) {
+                                (void)kill(child, SIGKILL);
+                                (void)waitpid(child, NULL, 0);
+                                sigprocmask(SIG_SETMASK, &old, NULL);
+                                safe_close(ctl[0]);
+                                return r;
+                        }
+                }
                 /* Nothing the daemon serves stays open here. */
                 if (ctl[0] > 3)
                         (void) close_range(3, ctl[0] - 1, 0);
@@ -370,6 +415,16 @@ int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket
         safe_close(ctl[0]);
         control_fd = ctl[1];
         (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (userns) {
+                char go;
+
+                /* No byte: the supervisor failed (and kills us) or died. */
+                if (recv(control_fd, &go, 1, 0) != 1)
+                        _exit(EXIT_FAILURE);
+                r = userns_become_root();
+                if (r < 0)
+                        return r;
+        }
         sigprocmask(SIG_SETMASK, &old, NULL);
         adopt_env_pid("LISTEN_PID", parent);
         adopt_env_pid("WATCHDOG_PID", parent);
@@ -377,6 +432,15 @@ int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket
                 r = prepare_mounts(shared_dir, privileged_files);
                 if (r < 0)
                         return r;
+        } else if (userns) {
+                /* chroot mode in a user namespace: a mount namespace of its own (owned by the
+                 * user namespace) lets the passthrough detach /proc/self/fd from the rest of /proc
+                 * (open_tree() needs CAP_SYS_ADMIN over the mount namespace), which an
+                 * unprivileged chroot could not otherwise do. */
+                if (unshare(CLONE_NEWNS) < 0)
+                        return log_error_errno(errno, "Cannot create a mount namespace: %m");
+                if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+                        return log_error_errno(errno, "Cannot make the mount namespace a slave: %m");
         }
         return 1;
 }

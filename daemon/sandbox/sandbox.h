@@ -10,6 +10,10 @@
  *                      (nosuid,nodev), so the root fd and /proc/self/fd the filesystem layer opens
  *                      next already live where the daemon will be confined.
  *                      chroot: the supervisor fork only (signals, notifications, the socket).
+ *                      Not root, or --uid-map/--gid-map given: the child is cloned into a new
+ *                      user namespace (and its pid namespace) first; the supervisor writes its
+ *                      maps (userns.h) before it goes on; in chroot mode it also gets a mount
+ *                      namespace, for the detached /proc/self/fd.
  *                      The supervisor locks itself down before it reads anything from the daemon:
  *                      chroot to the socket's directory, no capabilities, no-new-privs, its own
  *                      seccomp allowlist.
@@ -26,6 +30,7 @@
 #include <systemd/sd-event.h>
 
 #include "seccomp-filter.h"
+#include "userns.h"
 
 typedef enum SandboxMode {
         SANDBOX_NONE,
@@ -38,8 +43,8 @@ typedef enum SandboxMode {
 const char *sandbox_mode_to_string(SandboxMode m);
 SandboxMode sandbox_mode_from_string(const char *s);
 
-/* The mode when none is configured: namespace as root, none otherwise (an unprivileged daemon
- * cannot create the namespaces; its service unit sandboxes it). Sanitizer builds default to none:
+/* The mode when none is configured: namespace, also unprivileged (in a user namespace of its own,
+ * see userns.h). Sanitizer builds default to none:
  * the sanitizer runtimes read /proc and ptrace threads at exit, which the sandbox forbids. */
 SandboxMode sandbox_mode_default(void);
 
@@ -47,7 +52,7 @@ SandboxMode sandbox_mode_default(void);
  * once the daemon has exited, with *ret_exit_status the status to exit with; negative errno (logged)
  * on failure. shared_dir must be the configured path. */
 int sandbox_prepare(SandboxMode mode, const char *shared_dir, const char *socket_path, SyscallFilter filter,
-                    bool privileged_files, int *ret_exit_status);
+                    bool privileged_files, const IdMapList *uid_map, const IdMapList *gid_map, int *ret_exit_status);
 
 /* sd_notify() for the daemon: over the supervisor channel in the sandbox, over a socket connected
  * before the lockdown without one (the filter allows no socket()). */

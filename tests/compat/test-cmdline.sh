@@ -58,8 +58,12 @@ usage_error --uid-map "${s[@]}" --uid-map=0:0:1
 usage_error --uid-map "${s[@]}" --uid-map=:0:0:0:
 usage_error --uid-map "${s[@]}" --uid-map=:4294967295:4294967295:2:
 usage_error --uid-map "${s[@]}" --uid-map=:0:0:10: --uid-map=:5:5:10:
+# a map needs a user namespace, which --sandbox none does not make (docs/id-mapping.md)
 usage_error --uid-map "${s[@]}" --uid-map=:0:1000:1:
 usage_error --gid-map "${s[@]}" --gid-map=:0:100000:65536:
+# namespace id 0 (the daemon's own id inside) must be mapped
+usage_error --uid-map --socket-path "$tmp/never.sock" --shared-dir "$tmp/share" --uid-map=:1:100000:10:
+usage_error --gid-map --socket-path "$tmp/never.sock" --shared-dir "$tmp/share" --gid-map=:1:100000:10:
 usage_error --translate-uid "${s[@]}" --translate-uid=bogus:1:2:3
 usage_error --translate-uid "${s[@]}" --translate-uid=map:0:1000
 usage_error --translate-uid "${s[@]}" --translate-uid=map:0:1000:1
