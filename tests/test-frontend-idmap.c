@@ -188,6 +188,68 @@ START_TEST(test_supp_group_create) {
 }
 END_TEST
 
+/* MKDIR request of name in parent as uid:gid (with the group extension when group != 0), not yet
+ * submitted. */
+static FeFuseReq *mkdir_req(uint64_t parent, const char *name, uint32_t uid, uint32_t gid, uint32_t group) {
+        struct fuse_mkdir_in mi = { .mode = 0750, .umask = 022 };
+        uint32_t ext[4] = { 16, T_FUSE_EXT_GROUPS, 1, group };
+        FeFuseReq *req;
+
+        c->uid = uid;
+        c->gid = gid;
+        ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_MKDIR, parent, sizeof(struct fuse_entry_out)), 0);
+        fe_fuse_req_add(req, &mi, sizeof mi);
+        fe_fuse_req_add_str(req, name);
+        if (group != 0) {
+                fe_fuse_req_add(req, ext, sizeof ext);
+                fe_fuse_req_hdr(req)->total_extlen = 2;
+        }
+        return req;
+}
+
+/* Identities stay with their request when the pool runs many at once: members with the group
+ * and strangers without it interleaved in flight; no stranger gets in, every member's directory
+ * has that member's owner. */
+START_TEST(test_supp_group_pool) {
+        const char *extra[] = { "--bus=none", "--threads=pool", "--thread-pool-size=4", NULL };
+        enum { N = 48 };
+        FeFuseReq *reqs[N];
+        struct fuse_entry_out dir;
+        char name[32];
+        struct stat st;
+
+        start(extra, 0xb | T_CREATE_SUPP_GROUP_FLAGS2);
+        host_mkdir("team", 0, 4242, 0770);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "team", &dir), 0);
+        for (unsigned i = 0; i < N; i++) {
+                snprintf(name, sizeof name, "d%u", i);
+                if (i % 2 == 0)
+                        reqs[i] = mkdir_req(dir.nodeid, name, 1000 + i, 1000 + i, 4242);
+                else
+                        reqs[i] = mkdir_req(dir.nodeid, name, 3000 + i, 3000 + i, 0);
+                ck_assert_int_eq(fe_fuse_submit(c, reqs[i], -1), 0);
+        }
+        for (unsigned done = 0; done < N; done++) {
+                FeFuseReq *r;
+                ck_assert_int_eq(fe_fuse_wait(c, 1, 10000, &r), 0);
+                ck_assert_msg(r->status == 0, "%s", r->problem);
+        }
+        for (unsigned i = 0; i < N; i++) {
+                snprintf(name, sizeof name, "team/d%u", i);
+                if (i % 2 == 0) {
+                        ck_assert_msg(reqs[i]->oh.error == 0, "member %u: %d", i, reqs[i]->oh.error);
+                        host_stat(name, &st);
+                        ck_assert_uint_eq(st.st_uid, 1000 + i);
+                        ck_assert_uint_eq(st.st_gid, 1000 + i);
+                } else
+                        ck_assert_msg(reqs[i]->oh.error == -EACCES, "stranger %u: %d", i, reqs[i]->oh.error);
+                fe_fuse_req_free(c, reqs[i]);
+        }
+        c->uid = c->gid = 0;
+        stop();
+}
+END_TEST
+
 /* The rootless layout without a user namespace: guest root and its users squashed onto one host
  * user (1234), that user shown to the guest as root; gids 0..99 mapped to 5000..5099; guest uid
  * 70000 forbidden. */
@@ -305,6 +367,7 @@ static void add_tests(Suite *s) {
 
         tcase_set_timeout(tc, 120);
         tcase_add_root_test(tc, test_supp_group_create);
+        tcase_add_root_test(tc, test_supp_group_pool);
         tcase_add_root_test(tc, test_translate);
         tcase_add_root_test(tc, test_translate_readdirplus);
         suite_add_tcase(s, tc);
