@@ -40,16 +40,6 @@ static const char *const migration_on_error_table[_MIGRATION_ON_ERROR_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP(migration_on_error, MigrationOnError, _MIGRATION_ON_ERROR_MAX);
 
-static const char *const id_translate_table[_ID_TRANSLATE_MAX] = {
-        [ID_TRANSLATE_GUEST] = "guest",
-        [ID_TRANSLATE_HOST] = "host",
-        [ID_TRANSLATE_SQUASH_GUEST] = "squash-guest",
-        [ID_TRANSLATE_SQUASH_HOST] = "squash-host",
-        [ID_TRANSLATE_FORBID_GUEST] = "forbid-guest",
-        [ID_TRANSLATE_MAP] = "map",
-};
-DEFINE_STRING_TABLE_LOOKUP(id_translate, IdTranslateType, _ID_TRANSLATE_MAX);
-
 void config_init(Config *c) {
         *c = (Config){
                 .listen_fd = -1,
@@ -316,49 +306,19 @@ int config_parse_id_map(const char *s, IdMapEntry *ret) {
         return id_map_parse(s, ret, NULL) < 0 ? -EINVAL : 0;
 }
 
-/* "TYPE:SOURCE:TARGET:COUNT", or "forbid-guest:BASE:COUNT". */
+/* One entry in the Rust virtiofsd's syntax (id-translate.h), its ranges checked as well. */
 int config_parse_id_translate(const char *s, IdTranslateEntry *ret) {
-        _cleanup_free_ char *copy = NULL;
-        char *fields[5], *save = NULL, *t;
-        unsigned n = 0, want;
-        uint64_t v[3] = {};
-        IdTranslateType type;
+        IdTranslate scratch = ID_TRANSLATE_EMPTY;
+        IdTranslateEntry e;
+        int r;
 
-        if (!s)
+        r = id_translate_parse(s, &e);
+        if (r < 0)
+                return r;
+        r = id_translate_add(&scratch, &e, NULL);
+        if (r < 0)
                 return -EINVAL;
-        copy = strdup(s);
-        if (!copy)
-                return -ENOMEM;
-        /* strtok_r would merge empty fields; split by hand so "map::1:2" is an error. */
-        for (t = copy;; t = save + 1) {
-                save = strchr(t, ':');
-                if (n == ELEMENTSOF(fields))
-                        return -EINVAL;
-                fields[n++] = t;
-                if (!save)
-                        break;
-                *save = '\0';
-        }
-        type = id_translate_from_string(fields[0]);
-        if (type < 0)
-                return -EINVAL;
-        want = type == ID_TRANSLATE_FORBID_GUEST ? 3 : 4;
-        if (n != want)
-                return -EINVAL;
-        for (unsigned i = 1; i < n; i++)
-                if (parse_uint(fields[i], UINT32_MAX, &v[i - 1]) < 0)
-                        return -EINVAL;
-        if (type == ID_TRANSLATE_FORBID_GUEST) {
-                v[2] = v[1];
-                v[1] = 0;
-        }
-        if (v[2] == 0 || v[0] + v[2] > (uint64_t)UINT32_MAX + 1 ||
-            (type != ID_TRANSLATE_FORBID_GUEST && type != ID_TRANSLATE_SQUASH_GUEST &&
-             type != ID_TRANSLATE_SQUASH_HOST && v[1] + v[2] > (uint64_t)UINT32_MAX + 1))
-                return -EINVAL;
-        *ret = (IdTranslateEntry){
-                .type = type, .source = (uint32_t)v[0], .target = (uint32_t)v[1], .count = (uint32_t)v[2]
-        };
+        *ret = e;
         return 0;
 }
 
@@ -376,14 +336,17 @@ static int add_id_map(IdMapList *l, const char *what, const char *v) {
 
 static int add_id_translate(IdTranslateList *l, const char *what, const char *v) {
         IdTranslateEntry e;
+        const char *why;
+        int r;
 
-        if (config_parse_id_translate(v, &e) < 0)
+        if (id_translate_parse(v, &e) < 0)
                 return usage_error("%s: expected TYPE:SOURCE:TARGET:COUNT (TYPE guest, host, squash-guest, "
-                                   "squash-host or map) or forbid-guest:BASE:COUNT, got \"%s\"",
+                                   "squash-host or map) or forbid-guest:SOURCE:COUNT, with decimal ids, got \"%s\"",
                                    what, v);
-        if (l->n == CONFIG_MAX_ID_ENTRIES)
-                return usage_error("%s: at most %d entries", what, CONFIG_MAX_ID_ENTRIES);
-        l->e[l->n++] = e;
+        r = id_translate_add(&l->table, &e, &why);
+        if (r < 0)
+                return usage_error("%s: \"%s\": %s", what, v, why);
+        l->n++;
         return 0;
 }
 
@@ -692,7 +655,8 @@ static const OptionDef option_defs[] = {
           ":NS:HOST:COUNT:", "user namespace uid mapping, repeatable; must map namespace uid 0 (docs/id-mapping.md)" },
         { "gid-map", required_argument, ARG_GID_MAP, ":NS:HOST:COUNT:", "the same for gids" },
         { "translate-uid", required_argument, ARG_TRANSLATE_UID, "TYPE:SRC:DST:N",
-          "uid translation, repeatable (identity only until issue 16; others refused)" },
+          "uid translation without a user namespace, repeatable: TYPE guest, host, squash-guest, squash-host, "
+          "map, or forbid-guest:SRC:N" },
         { "translate-gid", required_argument, ARG_TRANSLATE_GID, "TYPE:SRC:DST:N", "the same for gids" },
         SECTION("Migration (validated; device-state migration is not built yet)"),
         { "migration-mode", required_argument, ARG_MIGRATION_MODE, "MODE", "find-paths (default), file-handles" },
@@ -1054,28 +1018,6 @@ static bool share_supports_xattr(const char *dir, const char *name) {
         return getxattr(dir, name, buf, 0) >= 0 || (errno != EOPNOTSUPP && errno != ENOTSUP);
 }
 
-static bool id_translate_is_identity(const IdTranslateList *l) {
-        for (unsigned i = 0; i < l->n; i++) {
-                const IdTranslateEntry *e = &l->e[i];
-                switch (e->type) {
-                case ID_TRANSLATE_GUEST:
-                case ID_TRANSLATE_HOST:
-                case ID_TRANSLATE_MAP:
-                        if (e->source != e->target)
-                                return false;
-                        break;
-                case ID_TRANSLATE_SQUASH_GUEST:
-                case ID_TRANSLATE_SQUASH_HOST:
-                        if (e->count != 1 || e->source != e->target)
-                                return false;
-                        break;
-                default:
-                        return false;
-                }
-        }
-        return true;
-}
-
 int config_verify(Config *c) {
         const char *why = NULL;
         int r;
@@ -1123,10 +1065,6 @@ int config_verify(Config *c) {
         if (c->gid_map.n > 0 && !id_map_contains(&c->gid_map, 0))
                 return usage_error("--gid-map: no entry maps namespace gid 0 (the daemon's own gid in the namespace "
                                    "and the guest's root group), e.g. :0:HOST_GID:COUNT:");
-        if (!id_translate_is_identity(&c->translate_uid) || !id_translate_is_identity(&c->translate_gid))
-                return usage_error("--translate-uid/--translate-gid: only identity translations are supported "
-                                   "until id translation is built; vufsd refuses to start rather than serve files "
-                                   "under the wrong owners");
 
         /* Relative --shared-dir and socket paths (Podman runs "--shared-dir ." in the directory):
          * the sandbox changes the root and the working directory, so resolve them now. */
@@ -1151,5 +1089,8 @@ int config_verify(Config *c) {
         c->fs.shared_dir = c->shared_dir;
         c->fs.xattrmap = c->xattrmap;
         c->fs.capability_xattr = xattr_map_capability_name(c->xattrmap);
+        /* Translation is applied only where it changes something (docs/id-mapping.md). */
+        c->fs.translate_uid = id_translate_is_empty(&c->translate_uid.table) ? NULL : &c->translate_uid.table;
+        c->fs.translate_gid = id_translate_is_empty(&c->translate_gid.table) ? NULL : &c->translate_gid.table;
         return 0;
 }

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "executor.h"
+#include "id-translate.h"
 #include "fs-options.h"
 #include "sandbox.h"
 #include "seccomp-filter.h"
@@ -42,38 +43,21 @@ typedef enum MigrationOnError {
 
 /* --uid-map/--gid-map entries: IdMapEntry and IdMapList in userns.h (via sandbox.h). */
 
-/* One --translate-uid/--translate-gid entry ("TYPE:SOURCE:TARGET:COUNT", "forbid-guest:BASE:COUNT"). */
-typedef enum IdTranslateType {
-        ID_TRANSLATE_GUEST,
-        ID_TRANSLATE_HOST,
-        ID_TRANSLATE_SQUASH_GUEST,
-        ID_TRANSLATE_SQUASH_HOST,
-        ID_TRANSLATE_FORBID_GUEST,
-        ID_TRANSLATE_MAP,
-        _ID_TRANSLATE_MAX,
-        _ID_TRANSLATE_INVALID = -EINVAL,
-} IdTranslateType;
-
-typedef struct IdTranslateEntry {
-        IdTranslateType type;
-        uint32_t source, target, count;
-} IdTranslateEntry;
-
 const char *inode_file_handles_to_string(InodeFileHandles m);
 InodeFileHandles inode_file_handles_from_string(const char *s);
 const char *migration_mode_to_string(MigrationMode m);
 MigrationMode migration_mode_from_string(const char *s);
 const char *migration_on_error_to_string(MigrationOnError m);
 MigrationOnError migration_on_error_from_string(const char *s);
-const char *id_translate_to_string(IdTranslateType t);
-IdTranslateType id_translate_from_string(const char *s);
 
 #define CONFIG_MAX_ID_ENTRIES ID_MAP_MAX_ENTRIES
 #define CONFIG_MAX_TAG_LEN 36 /* the virtio-fs config space's tag[36] */
 
+/* --translate-uid/--translate-gid: the entries as given (n counts them) and the table they build
+ * (fs.translate_uid/gid point at it when it translates anything). */
 typedef struct IdTranslateList {
         unsigned n;
-        IdTranslateEntry e[CONFIG_MAX_ID_ENTRIES];
+        IdTranslate table;
 } IdTranslateList;
 
 typedef struct Config {

@@ -28,6 +28,8 @@
 int manager_new(Manager **ret, const Config *c) {
         _cleanup_(manager_freep) Manager *m = NULL;
         RequestHandler handler;
+        const FsOps *ops;
+        void *fs;
         int r;
 
         m = calloc(1, sizeof *m);
@@ -42,7 +44,17 @@ int manager_new(Manager **ret, const Config *c) {
         r = passthrough_new(&m->passthrough, &c->fs);
         if (r < 0)
                 return log_error_errno(r, "Cannot serve %s: %m", c->fs.shared_dir);
-        r = fuse_server_new(&m->fs, &c->fs, &passthrough_ops, m->passthrough);
+        ops = &passthrough_ops;
+        fs = m->passthrough;
+        if (c->fs.translate_uid || c->fs.translate_gid) {
+                /* --translate-uid/--translate-gid: every id crossing the interface goes through it. */
+                r = id_translate_fs_new(&m->translate, ops, fs, c->fs.translate_uid, c->fs.translate_gid);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up id translation: %m");
+                ops = &id_translate_fs_ops;
+                fs = m->translate;
+        }
+        r = fuse_server_new(&m->fs, &c->fs, ops, fs);
         if (r < 0)
                 return log_error_errno(r, "Failed to create the FUSE server: %m");
         handler = fuse_request_handler(m->fs);
@@ -84,6 +96,7 @@ Manager *manager_free(Manager *m) {
         m->executor = executor_free(m->executor);
         m->stats = stats_free(m->stats);
         m->fs = fuse_server_free(m->fs);
+        m->translate = id_translate_fs_free(m->translate); /* after the server that used it */
         m->passthrough = passthrough_free(m->passthrough); /* after the server that used it */
         m->listen_fd = safe_close(m->listen_fd);
         if (m->socket_path)

@@ -9,6 +9,7 @@
 #include "executor.h"
 #include "fuse-handler.h"
 #include "fuse-server.h"
+#include "id-translate-fs.h"
 #include "passthrough.h"
 #include "stats.h"
 
@@ -16,6 +17,7 @@ typedef struct Manager {
         const Config *config;
         sd_event *event;
         Passthrough *passthrough; /* the filesystem the server serves */
+        IdTranslateFs *translate; /* --translate-uid/--translate-gid around it, or NULL */
         FuseServer *fs;
         Device *device;
         Executor *executor; /* threading mode and pool: executor_set_mode() switches live */

@@ -233,9 +233,6 @@ START_TEST(test_verify_refusals) {
                 { "--inode-file-handles=mandatory", NULL },
                 { "--uid-map=:1:1000:1:", NULL }, /* namespace uid 0 unmapped */
                 { "--sandbox=none", "--gid-map=:0:100000:10:", NULL }, /* no user namespace */
-                { "--translate-uid=map:0:1000:1", NULL },
-                { "--translate-gid=squash-guest:0:0:10", NULL },
-                { "--translate-uid=forbid-guest:10:5", NULL },
                 { "--threads=pool", "--thread-pool-size=0", NULL },
         };
         Config c;
@@ -254,6 +251,42 @@ START_TEST(test_verify_refusals) {
         config_done(&c);
         ck_assert_int_eq(PARSE(&c, "--fd=3"), 0);
         ck_assert_int_lt(config_verify(&c), 0); /* no shared directory */
+        config_done(&c);
+}
+END_TEST
+
+START_TEST(test_translations) {
+        Config c;
+        uint32_t h;
+
+        /* Every type, several entries, both families; fs points at the tables. */
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/s", "--translate-uid=squash-guest:0:1000:65536",
+                               "--translate-uid=host:1000:0:1", "--translate-uid=forbid-guest:65536:10",
+                               "--translate-gid=map:0:2000:10", "--translate-gid=squash-host:0:0:5"),
+                         0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        ck_assert_uint_eq(c.translate_uid.n, 3);
+        ck_assert_ptr_eq(c.fs.translate_uid, &c.translate_uid.table);
+        ck_assert_ptr_eq(c.fs.translate_gid, &c.translate_gid.table);
+        ck_assert_int_eq(id_translate_to_host(c.fs.translate_uid, 7, &h), 0);
+        ck_assert_uint_eq(h, 1000);
+        ck_assert_int_eq(id_translate_to_host(c.fs.translate_uid, 65540, &h), -EPERM);
+        ck_assert_uint_eq(id_translate_to_guest(c.fs.translate_gid, 2003), 3);
+        config_done(&c);
+        /* None given: nothing to apply. */
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/s"), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        ck_assert_ptr_null(c.fs.translate_uid);
+        ck_assert_ptr_null(c.fs.translate_gid);
+        config_done(&c);
+        /* Overlaps in one direction are refused, across directions they are not. */
+        ck_assert_int_lt(PARSE(&c, "--translate-uid=guest:0:0:10", "--translate-uid=squash-guest:9:5:1"), 0);
+        config_done(&c);
+        ck_assert_int_lt(PARSE(&c, "--translate-gid=map:0:100:10", "--translate-gid=host:105:0:1"), 0);
+        config_done(&c);
+        ck_assert_int_eq(PARSE(&c, "--translate-uid=guest:0:100:10", "--translate-uid=host:0:100:10"), 0);
+        config_done(&c);
+        ck_assert_int_lt(PARSE(&c, "--translate-uid=map:0:4294967290:10"), 0); /* target overflow */
         config_done(&c);
 }
 END_TEST
@@ -299,6 +332,9 @@ START_TEST(test_id_syntax) {
         ck_assert_int_eq(config_parse_id_translate("host:4294967295:0:2", &t), -EINVAL);
         ck_assert_int_eq(config_parse_id_translate("guest::0:1", &t), -EINVAL);
         ck_assert_int_eq(config_parse_id_translate("guest:0:0:1:", &t), -EINVAL);
+        ck_assert_int_eq(config_parse_id_translate("guest:0:4294967295:1", &t), -EINVAL);
+        ck_assert_int_eq(config_parse_id_translate("Map/1/2/3", &t), 0); /* the Rust parser's forms */
+        ck_assert_uint_eq(t.count, 3);
 }
 END_TEST
 
@@ -486,6 +522,7 @@ static void add_tests(Suite *s) {
         tcase_add_test(tc, test_verify_refusals);
         tcase_add_test(tc, test_overlapping_maps);
         tcase_add_test(tc, test_id_syntax);
+        tcase_add_test(tc, test_translations);
         tcase_add_test(tc, test_rust_log);
         tcase_add_test(tc, test_relative_paths);
         tcase_add_test(tc, test_resolve_threads);

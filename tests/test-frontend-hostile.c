@@ -916,6 +916,33 @@ static void case_fuse_unknown_opcode(Ctx *x) {
         expect_error(x, new_req(x, 9999, FUSE_ROOT_ID, 64), -ENOSYS);
 }
 
+/* MKDIR with a supplementary groups extension record (type 32, Linux 6.3) that lies: more groups
+ * than it holds, a group 4294967295, a record larger than the extension block. Checked whether or
+ * not FUSE_CREATE_SUPP_GROUP was negotiated; nothing is created. */
+static void case_fuse_supp_groups_malformed(Ctx *x) {
+        static const uint32_t bad[][4] = {
+                { 16, 32, 1000, 7 },       /* nr_groups 1000 in a 16-byte record */
+                { 16, 32, 0xffffffff, 0 }, /* nr_groups near 2^32 */
+                { 16, 32, 1, 0xffffffff }, /* the group "unchanged" */
+                { 64, 32, 1, 7 },          /* size beyond the block */
+        };
+        struct fuse_mkdir_in in = { .mode = 0755 };
+        struct stat st;
+        char *p;
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                FeFuseReq *req = new_req(x, FUSE_MKDIR, FUSE_ROOT_ID, sizeof(struct fuse_entry_out));
+                fe_fuse_req_add(req, &in, sizeof(in));
+                fe_fuse_req_add_str(req, "supp-groups-bad");
+                fe_fuse_req_add(req, bad[i], sizeof(bad[i]));
+                fe_fuse_req_hdr(req)->total_extlen = 2;
+                expect_error(x, req, -EINVAL);
+        }
+        p = fe_harness_path(x->h, "supp-groups-bad");
+        ck_assert_int_eq(lstat(p, &st), -1);
+        free(p);
+}
+
 static void case_fuse_before_init(Ctx *x) {
         struct fuse_getattr_in in = {};
         FeFuseReq *req;
@@ -1242,6 +1269,7 @@ static const Case cases[] = {
         { "fuse-len-too-big", K_FUSE, case_fuse_len_too_big },
         { "fuse-len-too-small", K_FUSE, case_fuse_len_too_small },
         { "fuse-unknown-opcode", K_FUSE, case_fuse_unknown_opcode },
+        { "fuse-supp-groups-malformed", K_FUSE, case_fuse_supp_groups_malformed },
         { "fuse-before-init", K_FUSE, case_fuse_before_init },
         { "fuse-nodeid-zero", K_FUSE, case_fuse_nodeid_zero },
         { "fuse-nodeid-never-issued", K_FUSE, case_fuse_nodeid_never_issued },

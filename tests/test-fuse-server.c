@@ -2516,6 +2516,9 @@ static void secctx_add(Args *x, const char *name, const void *value, uint32_t vs
         memcpy(x->buf + start, &h, sizeof h);
 }
 
+/* The caller call_ext() puts into the request header (root unless a test says otherwise). */
+static uint32_t ext_uid, ext_gid;
+
 /* Sends opcode with arguments a and the extension block x (NULL: none); returns the error and the
  * payload (out, outsize exactly) on success. */
 static int call_ext(uint32_t opcode, uint64_t nodeid, const Args *a, const Args *x, void *out, size_t outsize) {
@@ -2527,6 +2530,8 @@ static int call_ext(uint32_t opcode, uint64_t nodeid, const Args *a, const Args 
                 .unique = atomic_fetch_add(&next_unique, 2),
                 .nodeid = nodeid,
                 .total_extlen = (uint16_t) (xlen / 8),
+                .uid = ext_uid,
+                .gid = ext_gid,
         };
         Reply rep;
         int r;
@@ -2688,6 +2693,142 @@ START_TEST(test_security_ctx) {
 END_TEST
 
 /* Malformed security contexts are EINVAL and create nothing, negotiated or not. */
+/* FUSE_CREATE_SUPP_GROUP as Linux (>= 6.3) sends it: struct fuse_ext_header {size, type 32},
+ * then struct fuse_supp_groups {nr_groups, groups[]}, padded to 8 bytes. */
+#define TEST_FUSE_EXT_GROUPS 32
+#define TEST_FUSE_CREATE_SUPP_GROUP (1u << 2) /* in flags2 */
+
+static void groups_add(Args *x, uint32_t nr, const uint32_t *groups, uint32_t present) {
+        static const uint8_t zeros[8];
+        struct fuse_ext_header h = { .type = TEST_FUSE_EXT_GROUPS };
+        size_t start = x->len;
+
+        args_add(x, &h, sizeof h);
+        args_add(x, &nr, sizeof nr);
+        args_add(x, groups, present * sizeof(uint32_t));
+        args_add(x, zeros, ALIGN_TO(x->len - start, (size_t) 8) - (x->len - start));
+        h.size = (uint32_t) (x->len - start);
+        memcpy(x->buf + start, &h, sizeof h);
+}
+
+/* A guest user (65534:65533) whose supplementary group 4242 owns a 0770 directory: the creating
+ * opcodes get in only with the group the guest sends, and only once it was negotiated. */
+START_TEST(test_supp_group) {
+        static const uint32_t ops[] = { FUSE_MKDIR, FUSE_MKNOD, FUSE_SYMLINK, FUSE_CREATE, FUSE_TMPFILE };
+        static const uint32_t group[1] = { 4242 };
+        struct fuse_init_out o;
+        struct fuse_entry_out e, dir;
+        Args *x = args_new();
+        char name[32];
+        struct stat st;
+
+        ck_assert_int_eq(mkdir(share_path("grp"), 0770), 0);
+        ck_assert_int_eq(chown(share_path("grp"), 0, 4242), 0);
+        ck_assert_int_eq(chmod(share_path("grp"), 0770), 0);
+        server_restart(false, false, false, true);
+        do_init_flags(0x7bfffffb, 0xb | TEST_FUSE_CREATE_SUPP_GROUP, &o);
+        ck_assert_uint_eq(o.flags2 & TEST_FUSE_CREATE_SUPP_GROUP, TEST_FUSE_CREATE_SUPP_GROUP);
+        ck_assert_int_eq(lookup(1, "grp", &dir), 0);
+
+        ext_uid = 65534;
+        ext_gid = 65533;
+        groups_add(x, 1, group, 1);
+        for (size_t i = 0; i < ELEMENTSOF(ops); i++) {
+                snprintf(name, sizeof name, "n%zu", i);
+                /* Without the group: what the daemon did before it took the extension. */
+                ck_assert_int_eq(create_op(ops[i], dir.nodeid, ops[i] == FUSE_TMPFILE ? NULL : name, NULL, &e),
+                                 -EACCES);
+                ck_assert_int_eq(create_op(ops[i], dir.nodeid, ops[i] == FUSE_TMPFILE ? NULL : name, x, &e), 0);
+                ck_assert_uint_eq(e.attr.uid, 65534);
+                ck_assert_uint_eq(e.attr.gid, 65533);
+                if (ops[i] != FUSE_TMPFILE) {
+                        snprintf(name, sizeof name, "grp/n%zu", i);
+                        ck_assert_int_eq(lstat(share_path(name), &st), 0);
+                        ck_assert_uint_eq(st.st_uid, 65534);
+                }
+        }
+        /* Set-group-id directory: the new entry takes the directory's group, as on the host. */
+        ck_assert_int_eq(chmod(share_path("grp"), 02770), 0);
+        ck_assert_int_eq(create_op(FUSE_MKDIR, dir.nodeid, "sgid", x, &e), 0);
+        ck_assert_uint_eq(e.attr.gid, 4242);
+        ck_assert_uint_eq(e.attr.mode & 02000, 02000);
+        ck_assert_int_eq(chmod(share_path("grp"), 0770), 0);
+
+        /* A group the caller does not really have on the guest cannot be checked here: the guest
+         * kernel sends only groups of the caller. But the daemon gives it only to that request. */
+        ck_assert_int_eq(create_op(FUSE_MKDIR, dir.nodeid, "after", NULL, &e), -EACCES);
+
+        /* Not negotiated (a 6.1 guest): the extension is checked but not used. */
+        do_init();
+        ext_uid = ext_gid = 0;
+        ck_assert_int_eq(lookup(1, "grp", &dir), 0);
+        ext_uid = 65534;
+        ext_gid = 65533;
+        ck_assert_int_eq(create_op(FUSE_MKDIR, dir.nodeid, "old", x, &e), -EACCES);
+        ext_uid = ext_gid = 0;
+        free(x);
+}
+END_TEST
+
+static void expect_bad_groups(const Args *x) {
+        struct stat st;
+        ck_assert_int_eq(create_op(FUSE_MKDIR, 1, "badg", x, NULL), -EINVAL);
+        ck_assert_int_eq(lstat(share_path("badg"), &st), -1);
+}
+
+START_TEST(test_supp_group_malformed) {
+        uint32_t many[40] = { 0 };
+        uint32_t g[2] = { 4242, UINT32_MAX };
+        Args *x = args_new();
+
+        server_restart(false, false, false, true);
+        do_init_flags(0x7bfffffb, 0xb | TEST_FUSE_CREATE_SUPP_GROUP, NULL);
+        /* nr_groups beyond what is there, beyond the bound */
+        x->len = 0;
+        groups_add(x, 3, g, 1);
+        expect_bad_groups(x);
+        x->len = 0;
+        groups_add(x, 33, many, 33);
+        expect_bad_groups(x);
+        /* (gid_t)-1 is no group */
+        x->len = 0;
+        groups_add(x, 2, g, 2);
+        expect_bad_groups(x);
+        /* no room for nr_groups at all: the header alone */
+        {
+                struct fuse_ext_header h = { .size = 8, .type = TEST_FUSE_EXT_GROUPS };
+                x->len = 0;
+                args_add(x, &h, sizeof h);
+                expect_bad_groups(x);
+        }
+        /* two group extensions */
+        x->len = 0;
+        groups_add(x, 1, g, 1);
+        groups_add(x, 1, g, 1);
+        expect_bad_groups(x);
+        /* bytes of padding beyond the 8-byte alignment */
+        {
+                uint64_t zero = 0;
+                x->len = 0;
+                groups_add(x, 1, g, 1);
+                args_add(x, &zero, sizeof zero);
+                memcpy(x->buf, &(uint32_t) { (uint32_t) x->len }, sizeof(uint32_t));
+                expect_bad_groups(x);
+        }
+        /* One well-formed group: fine (root needs none, the directory is the share root). */
+        x->len = 0;
+        groups_add(x, 1, g, 1);
+        ck_assert_int_eq(create_op(FUSE_MKDIR, 1, "goodg", x, NULL), 0);
+        /* The maximum, 32 groups (Linux sends one), is taken. */
+        x->len = 0;
+        for (unsigned k = 0; k < 32; k++)
+                many[k] = 5000 + k;
+        groups_add(x, 32, many, 32);
+        ck_assert_int_eq(create_op(FUSE_MKDIR, 1, "manyg", x, NULL), 0);
+        free(x);
+}
+END_TEST
+
 static void expect_bad_secctx(const Args *x, int err) {
         struct stat st;
         ck_assert_int_eq(create_op(FUSE_MKDIR, 1, "bad", x, NULL), err);
@@ -3318,6 +3459,8 @@ static Suite *suite(void) {
         tcase_add_root_test(tc, test_submounts);
         tcase_add_root_test(tc, test_security_ctx);
         tcase_add_root_test(tc, test_security_ctx_malformed);
+        tcase_add_root_test(tc, test_supp_group);
+        tcase_add_root_test(tc, test_supp_group_malformed);
         tcase_add_root_test(tc, test_posix_acl);
         suite_add_tcase(s, tc);
         return s;

@@ -19,7 +19,8 @@
  * - Names given to the ops have been validated (fs_name_validate; "." and ".." only reach lookup).
  * - Only regular files and directories are ever opened for I/O; everything else exists only as an
  *   O_PATH handle. Symlinks are never followed on the host.
- * - Creating operations run as the caller (ctx uid/gid, and umask where the opcode carries one), so
+ * - Creating operations (mknod, mkdir, symlink, create, tmpfile) and access run as the caller (ctx
+ *   uid/gid and groups, and umask where the opcode carries one), so
  *   ownership, setgid directories and permission checks are the host kernel's; so is the umask
  *   rule of POSIX ACLs: the host applies the umask only where the parent has no default ACL (the
  *   guest leaves the mode unmasked when FUSE_POSIX_ACL and FUSE_DONT_MASK are on). Other operations
@@ -48,12 +49,20 @@ typedef struct FsSecLabel {
         size_t size;
 } FsSecLabel;
 
+/* At most this many supplementary groups come with one request (Linux sends one). */
+#define FS_CTX_MAX_GROUPS 32
+
 /* The caller of one request. */
 typedef struct FsCtx {
         uint32_t uid, gid, pid;
         uint64_t unique;
         uint32_t umask;      /* valid when has_umask */
         bool has_umask;
+        /* Supplementary groups the caller acts with (FUSE_CREATE_SUPP_GROUP: the group of the
+         * parent directory when the caller is in it only as a supplementary member), creating
+         * operations only; pointing into the request's private copy. */
+        const gid_t *groups;
+        unsigned n_groups;
         /* Labels for the inode a creating operation makes (mknod, mkdir, symlink, create, tmpfile):
          * set as xattrs, with the daemon's privileges, on the new inode before the operation
          * returns; when one cannot be set the new inode is removed again and the error returned. */

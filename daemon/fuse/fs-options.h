@@ -32,6 +32,9 @@ const char *feature_mode_to_string(FeatureMode m);
 FeatureMode feature_mode_from_string(const char *s);
 
 typedef struct XattrMap XattrMap;
+/* --translate-uid/--translate-gid tables (passthrough/id-translate.h): the filesystem's business,
+ * opaque to the FUSE server. */
+typedef struct IdTranslate IdTranslate;
 
 typedef struct FsOptions {
         const char *shared_dir;
@@ -43,6 +46,8 @@ typedef struct FsOptions {
          * map): removed on write, truncate, chown and O_TRUNC as the kernel removes the real one.
          * NULL: unrenamed, the host kernel does it. */
         const char *capability_xattr;
+        /* --translate-uid/--translate-gid, owned by the Config; NULL = ids unchanged. */
+        const IdTranslate *translate_uid, *translate_gid;
         bool posix_acl;
         bool security_label;
         bool writeback;

@@ -70,6 +70,7 @@ typedef struct Req {
         const char *ext;   /* the request extensions, copied right after the arguments */
         size_t extlen;
         FsSecLabel labels[FUSE_MAX_NR_SECCTX];
+        gid_t groups[FS_CTX_MAX_GROUPS]; /* FUSE_EXT_GROUPS, decoded */
         ChainIter *data;   /* readable bytes after the copied arguments (WRITE data) */
         ChainIter *out;    /* writable bytes after the reply header */
         size_t out_len;    /* payload bytes written into out */
@@ -286,6 +287,18 @@ static void session_reset(FuseServer *s, bool writeback) {
         s->ops->session_reset(s->fs, writeback);
 }
 
+/* FUSE 7.38 as Linux 6.3 has it: Debian 12's header (Linux 6.1) stops before the supplementary
+ * group extension. The creating process's group that owns the parent directory, sent with
+ * CREATE/MKDIR/MKNOD/SYMLINK/TMPFILE when the caller is in it only as a supplementary member. */
+#ifndef FUSE_CREATE_SUPP_GROUP
+#define FUSE_CREATE_SUPP_GROUP (1ULL << 34)
+#define FUSE_EXT_GROUPS 32
+struct fuse_supp_groups {
+        uint32_t nr_groups;
+        uint32_t groups[];
+};
+#endif
+
 /* Kernel 6.6 (FUSE 7.39); older headers do not have it yet. */
 #ifndef FUSE_DIRECT_IO_ALLOW_MMAP
 #define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
@@ -316,8 +329,11 @@ static int do_init(Req *r) {
         if ((ii.flags & FUSE_INIT_EXT) && r->arglen >= sizeof ii)
                 offered |= (uint64_t) ii.flags2 << 32;
 
+        /* FUSE_CREATE_SUPP_GROUP: creating operations run with the caller's group of the parent
+         * directory too (setgid directories, group-writable directories of a secondary group). */
         want = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_EXPORT_SUPPORT | FUSE_BIG_WRITES |
-               FUSE_AUTO_INVAL_DATA | FUSE_ASYNC_DIO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_INIT_EXT;
+               FUSE_AUTO_INVAL_DATA | FUSE_ASYNC_DIO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_INIT_EXT |
+               FUSE_CREATE_SUPP_GROUP;
         if (s->opts.readdirplus)
                 want |= FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO;
         if (s->opts.posix_lock)
@@ -1189,15 +1205,42 @@ static int parse_secctx(Req *r, const char *p, size_t size, uint32_t nr, bool ap
         return 0;
 }
 
+/* FUSE_EXT_GROUPS: struct fuse_supp_groups {nr_groups, groups[nr]} after the header, padded to 8
+ * bytes exactly. At most FS_CTX_MAX_GROUPS (Linux sends one); (gid_t)-1 is no group. */
+static int parse_supp_groups(Req *r, const char *p, size_t size, bool apply) {
+        size_t off = sizeof(struct fuse_ext_header);
+        uint32_t nr;
+
+        if (size - off < sizeof nr)
+                return -EINVAL;
+        memcpy(&nr, p + off, sizeof nr);
+        off += sizeof nr;
+        if (nr > FS_CTX_MAX_GROUPS || size != ALIGN_TO(off + (size_t) nr * sizeof(uint32_t), 8))
+                return -EINVAL;
+        for (uint32_t k = 0; k < nr; k++) {
+                uint32_t g;
+                memcpy(&g, p + off + (size_t) k * sizeof g, sizeof g);
+                if (g == UINT32_MAX)
+                        return -EINVAL;
+                r->groups[k] = g;
+        }
+        if (apply) {
+                r->ctx.groups = nr > 0 ? r->groups : NULL;
+                r->ctx.n_groups = nr;
+        }
+        return 0;
+}
+
 /* The extension block (in_header.total_extlen): records that each start with struct
  * fuse_ext_header {size including the header, type}, sizes multiples of 8 that add up to the
  * block. Types up to FUSE_MAX_NR_SECCTX are the security context, whose type field is its count;
- * other types are skipped. Malformed is EINVAL, whether or not the extension is used: the labels
- * reach the filesystem only for creating opcodes with FUSE_SECURITY_CTX negotiated. */
+ * FUSE_EXT_GROUPS the supplementary groups; other types are skipped. At most one of each.
+ * Malformed is EINVAL, whether or not the extension is used: labels and groups reach the
+ * filesystem only for creating opcodes with their feature negotiated. */
 static int parse_extensions(Req *r, const OpDesc *d) {
         const char *p = r->ext;
         size_t left = r->extlen;
-        bool secctx = false;
+        bool secctx = false, groups = false;
         int k;
 
         while (left > 0) {
@@ -1218,6 +1261,16 @@ static int parse_extensions(Req *r, const OpDesc *d) {
                                          (d->flags & OP_SECCTX) && negotiated(r, FUSE_SECURITY_CTX));
                         if (k < 0) {
                                 log_guest("FUSE %s: malformed security context", d->name);
+                                return k;
+                        }
+                } else if (h.type == FUSE_EXT_GROUPS) {
+                        if (groups)
+                                return -EINVAL;
+                        groups = true;
+                        k = parse_supp_groups(r, p, h.size,
+                                              (d->flags & OP_SECCTX) && negotiated(r, FUSE_CREATE_SUPP_GROUP));
+                        if (k < 0) {
+                                log_guest("FUSE %s: malformed supplementary groups", d->name);
                                 return k;
                         }
                 }

@@ -519,7 +519,7 @@ static int create_as_caller(Passthrough *p, const FsCtx *c, uint64_t parent, con
         r = get_dir(p, parent, &dir);
         if (r < 0)
                 return r;
-        r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
+        r = credentials_enter(&cr, c->uid, c->gid, c->groups, c->n_groups, c->has_umask, c->umask);
         if (r < 0)
                 return r;
         r = fn(dir, name, arg);
@@ -728,7 +728,7 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
         if ((mode & S_IFMT) && (mode & S_IFMT) != S_IFREG)
                 return -EINVAL;
         hflags = host_open_flags(p, flags) & ~O_DIRECTORY;
-        r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
+        r = credentials_enter(&cr, c->uid, c->gid, c->groups, c->n_groups, c->has_umask, c->umask);
         if (r < 0)
                 return r;
         /* O_EXCL first: an existing name is never opened by this call, so a FIFO or device node that
@@ -782,7 +782,7 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
         hflags = host_open_flags(p, flags) & ~(O_DIRECTORY | O_EXCL | O_TRUNC | O_APPEND);
         if ((hflags & O_ACCMODE) == O_RDONLY)
                 return -EINVAL; /* O_TMPFILE needs write access, as the kernel says */
-        r = credentials_enter(&cr, c->uid, c->gid, c->has_umask, c->umask);
+        r = credentials_enter(&cr, c->uid, c->gid, c->groups, c->n_groups, c->has_umask, c->umask);
         if (r < 0)
                 return r;
         fd = fd_budget_openat(&p->budget, dir->fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL),
@@ -1011,7 +1011,7 @@ static int pt_access(void *fs, const FsCtx *c, uint64_t nodeid, int mask) {
         if (mask & ~(R_OK | W_OK | X_OK))
                 return -EINVAL;
         proc_name(name, i->fd);
-        r = credentials_enter(&cr, c->uid, c->gid, false, 0);
+        r = credentials_enter(&cr, c->uid, c->gid, c->groups, c->n_groups, false, 0);
         if (r < 0)
                 return r;
         /* Checked as the caller; the /proc link names the inode without resolving a path. */

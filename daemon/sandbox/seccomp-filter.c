@@ -49,8 +49,9 @@ static const char *const allowed[] = {
         "fremovexattr", "fchdir", "chdir", "getcwd",
         /* the listening socket and its lock, removed at exit without a sandbox (manager.c) */
         "unlink",
-        /* per-request identities (credentials.c) */
-        "setresuid", "setresgid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
+        /* per-request identities (credentials.c), with the caller's supplementary group
+         * (FUSE_CREATE_SUPP_GROUP) */
+        "setresuid", "setresgid", "setgroups", "getuid", "geteuid", "getgid", "getegid", "getresuid",
         "getresgid", "umask",
         /* libc and libraries */
         "getrandom", "uname", "getrusage",

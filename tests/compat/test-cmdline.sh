@@ -66,9 +66,10 @@ usage_error --uid-map --socket-path "$tmp/never.sock" --shared-dir "$tmp/share" 
 usage_error --gid-map --socket-path "$tmp/never.sock" --shared-dir "$tmp/share" --gid-map=:1:100000:10:
 usage_error --translate-uid "${s[@]}" --translate-uid=bogus:1:2:3
 usage_error --translate-uid "${s[@]}" --translate-uid=map:0:1000
-usage_error --translate-uid "${s[@]}" --translate-uid=map:0:1000:1
-usage_error --translate-gid "${s[@]}" --translate-gid=squash-host:0:1000:4294967295
-usage_error --translate-uid "${s[@]}" --translate-uid=forbid-guest:100:10
+usage_error --translate-uid "${s[@]}" --translate-uid=forbid-guest:100:0
+usage_error --translate-uid "${s[@]}" --translate-uid=guest:0:0:10 --translate-uid=squash-guest:5:1:1
+usage_error --translate-gid "${s[@]}" --translate-gid=map:0:4294967290:10
+usage_error --translate-gid "${s[@]}" --translate-gid=squash-host:0:4294967295:1
 usage_error --posix-acl "${s[@]}" --translate-uid=map:0:0:1 --posix-acl
 usage_error --migration-mode "${s[@]}" --migration-mode=bogus
 usage_error --migration-on-error "${s[@]}" --migration-on-error=retry

@@ -29,11 +29,11 @@ FUSE = dict(LOOKUP=1, FORGET=2, GETATTR=3, SETATTR=4, READLINK=5, SYMLINK=6, MKN
 unique = [100]
 
 
-def req(op, nodeid, body=b"", uid=0, gid=0, length=None):
+def req(op, nodeid, body=b"", uid=0, gid=0, length=None, ext=b""):
     unique[0] += 1
-    n = 40 + len(body) if length is None else length
+    n = 40 + len(body) + len(ext) if length is None else length
     # fuse_in_header: len, opcode, unique, nodeid, uid, gid, pid, total_extlen(u16), padding(u16)
-    return struct.pack("<IIQQIIIHH", n, FUSE[op], unique[0], nodeid, uid, gid, 4242, 0, 0) + body
+    return struct.pack("<IIQQIIIHH", n, FUSE[op], unique[0], nodeid, uid, gid, 4242, len(ext) // 8, 0) + body + ext
 
 
 def name(s):
@@ -218,4 +218,39 @@ write("fuzz-vhost-sequence", "truncate", sq(*boot, ("fuse", 1, K["getattr"], 0),
       ("stop", 1), ("memtable", 2)))
 write("fuzz-vhost-sequence", "raw-messages", sq(("protocol", 8), ("raw", 1, 0), ("raw", 11, 8, 1, 0, 0, 0, 0, 0, 0, 0),
       ("raw", 5, 8, 1, 0, 0, 0, 0, 0, 0, 0), ("raw", 34, 0)))
+# ---- FUSE_CREATE_SUPP_GROUP (Linux 6.3): struct fuse_ext_header {size, type 32} + fuse_supp_groups ----
+def groups_ext(*gids, nr=None, pad=True):
+    body = struct.pack("<I", len(gids) if nr is None else nr) + b"".join(struct.pack("<I", g) for g in gids)
+    size = 8 + len(body)
+    if pad:
+        size = (size + 7) // 8 * 8
+    return struct.pack("<II", size, 32) + body + bytes(size - 8 - len(body))
+init_supp = req("INIT", 0, struct.pack("<IIIII", 7, 38, 131072, 0x7bfffffb, 0xf) + bytes(44))
+fuse("supp-groups", [init_supp,
+                     req("MKDIR", 1, mkdir_in(0o770) + name("team"), uid=0, gid=0),
+                     req("CREATE", 1, create_in(0o2 | 0o100, 0o100640) + name("sg"), uid=1000, gid=1000,
+                         ext=groups_ext(4242)),
+                     req("MKNOD", 1, mknod_in(0o10644, 0) + name("sgp"), uid=1000, gid=1000, ext=groups_ext(4242)),
+                     req("SYMLINK", 1, name("sgl") + name("target"), uid=1000, gid=1000, ext=groups_ext(0)),
+                     req("LOOKUP", 1, name("file"), ext=groups_ext(7))])
+fuse("supp-groups-bad", [init_supp,
+                         req("MKDIR", 1, mkdir_in(0o755) + name("b1"), uid=1000, gid=1000, ext=groups_ext(5, nr=9)),
+                         req("MKDIR", 1, mkdir_in(0o755) + name("b2"), uid=1000, gid=1000,
+                             ext=groups_ext(0xffffffff)),
+                         req("MKDIR", 1, mkdir_in(0o755) + name("b3"), ext=groups_ext(1) + groups_ext(2)),
+                         req("MKDIR", 1, mkdir_in(0o755) + name("b4"), ext=struct.pack("<II", 8, 32)),
+                         req("MKDIR", 1, mkdir_in(0o755) + name("b5"), ext=groups_ext(*range(40)))])
+
+# ---- --translate-uid entries, a NUL, then ids ----
+def idt(name_, entries, ids):
+    write("fuzz-id-translate", name_, "\n".join(entries).encode() + b"\0" + b"".join(struct.pack("<I", i) for i in ids))
+edge = [0, 1, 999, 1000, 1001, 65533, 65534, 65535, 65536, 100000, 4294967294, 4294967295]
+idt("rootless", ["guest:0:1000:1", "host:1000:0:1", "map:1:100000:65533", "forbid-guest:65534:2"], edge)
+idt("squash-all", ["squash-guest:0:1000:4294967295", "squash-host:0:0:4294967295"], edge)
+idt("separators-case", ["MAP/0/5000/10", "Guest,20,30,5", "host+1+2+3", "squash-host:+7:8:9"], edge)
+idt("overlaps", ["map:0:0:10", "guest:5:100:10", "host:9:0:1", "forbid-guest:10:1", "squash-guest:11:4294967295:1"],
+    edge)
+idt("overflow", ["guest:4294967290:0:10", "map:0:4294967290:10", "forbid-guest:4294967294:1", "guest:0:0:0",
+                 "map:1:2", "map:1:2:3:4", "nope:1:2:3", ""], edge)
+
 print("corpus written to", out, file=sys.stderr)
