@@ -9,7 +9,8 @@
 #     DBUS_SESSION_BUS_ADDRESS naming someone else's bus), fsctl --user as uid B and as root
 #     refuses to talk to A's instance (the owner check: the name's owner must be the caller), and
 #     A refuses an instance B owns there;
-#   - --system (the default) does not look at the session bus.
+#   - --system (the default) does not look at the session bus, and bash completion of -i lists
+#     the instances of the bus the command line names (--user: the session bus).
 # Needs root (it runs the daemon and the callers as other uids with setpriv), dbus-daemon, python3.
 set -uo pipefail
 
@@ -179,6 +180,20 @@ check "the stats table shows WRITE" grep -q '^WRITE' <<<"$out"
 F $UA DBUS_SYSTEM_BUS_ADDRESS=unix:path=$T/no-such-bus -i vm1 stats
 want 5 "A: fsctl without --user looks at the system bus, not the session bus"
 check "names the system bus" grep -q "system bus" <<<"$err"
+
+# Bash completion of -i asks the bus the command line names: --user lists A's instances.
+install -m 644 "$(dirname "$0")/../ctl/fsctl.bash-completion" "$T/fsctl.bash-completion"
+complete_as_a() { # complete_as_a WORDS...: what completion offers A for the last word
+        as $UA DBUS_SYSTEM_BUS_ADDRESS=unix:path=$T/no-such-bus bash -c '
+                PATH=$0:$PATH
+                source "$0/fsctl.bash-completion"
+                COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _fsctl
+                printf "%s\n" "${COMPREPLY[@]}"' "$T" "$@"
+}
+out=$(complete_as_a fsctl --user -i v)
+check "completion of fsctl --user -i offers A's vm1: '$out'" test "$out" = vm1
+out=$(complete_as_a fsctl -i v)
+check "completion of fsctl -i (system bus) does not: '$out'" test -z "$out"
 
 # ---- another uid on the same bus: the owner check ----
 F $UB DBUS_SESSION_BUS_ADDRESS=$A_BUS --user -i vm1 status
