@@ -466,15 +466,24 @@ grep -q 'session on .* ok' "$tmp/fe3.err" || { cat "$tmp/fe3.err" >&2; fail "ses
 [ "$(cat "$ushare/from-client.txt")" = written-to-the-user ] || fail "the client's file is not in the user's share"
 upid=$(uprop vufsd@vm1.service MainPID)
 [ "$(uprop vufsd@vm1.service ActiveState)" = active ] && [ "$upid" != 0 ] || fail "user service not running while connected"
-st=$(ns cat "/proc/$upid/status")
-echo "$st" | grep -q "^Uid:[[:space:]]*$uuid[[:space:]]$uuid[[:space:]]$uuid[[:space:]]$uuid\$" ||
-        fail "user vufsd pid $upid does not run as uid $uuid: $(echo "$st" | grep ^Uid:)"
-echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' || fail "user vufsd pid $upid: NoNewPrivs not set"
-echo "$st" | grep -q '^Seccomp:[[:space:]]*2' || fail "user vufsd pid $upid: no seccomp filter"
+# Every process of the service (the supervisor and a sandboxed child, if any): the user's ids as
+# the host sees them (a user namespace inside maps them), NoNewPrivs, seccomp.
+cg=$(uprop vufsd@vm1.service ControlGroup)
+upids=$(ns cat "/sys/fs/cgroup/systemd$cg/cgroup.procs" 2>/dev/null || ns cat "/sys/fs/cgroup$cg/cgroup.procs")
+[ -n "$upids" ] || fail "no processes in the cgroup $cg of the user's vufsd@vm1.service"
+uns=
+for p in $upids; do
+        st=$(ns cat "/proc/$p/status")
+        echo "$st" | grep -q "^Uid:[[:space:]]*$uuid[[:space:]]$uuid[[:space:]]$uuid[[:space:]]$uuid\$" ||
+                fail "user vufsd pid $p does not run as uid $uuid: $(echo "$st" | grep ^Uid:)"
+        echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' || fail "user vufsd pid $p: NoNewPrivs not set"
+        echo "$st" | grep -q '^Seccomp:[[:space:]]*2' || fail "user vufsd pid $p: no seccomp filter"
+        uns="$uns pid $p $(ns readlink "/proc/$p/ns/user")"
+done
 owner=$(as_user busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
         GetConnectionUnixUser s org.vufsd.Instance.vm1 | awk '{print $2}')
 [ "$owner" = "$uuid" ] || fail "org.vufsd.Instance.vm1 on the session bus is owned by '$owner', not $uuid"
-pass "a connection activated the user's vufsd@vm1.service (pid $upid, uid $uuid, NoNewPrivs, seccomp); it owns org.vufsd.Instance.vm1 on the session bus"
+pass "a connection activated the user's vufsd@vm1.service (main pid $upid; uid $uuid, NoNewPrivs, seccomp for each of:$uns); it owns org.vufsd.Instance.vm1 on the session bus"
 
 out=$(as_user fsctl --user -i vm1 stats 2>&1) || { echo "$out" >&2; fail "fsctl --user -i vm1 stats"; }
 echo "$out" | grep -q '^READ  *[1-9]' && echo "$out" | grep -q '^CREATE  *[1-9]' ||
