@@ -43,7 +43,7 @@ trap cleanup EXIT
 for u in vufsd-test-ua vufsd-test-ub; do
         if ! getent passwd $u >/dev/null; then
                 useradd --system --user-group --no-create-home --home-dir / --shell /usr/sbin/nologin $u &&
-                        made_users+=($u)
+                        made_users+=("$u")
         fi
 done
 UA=$(id -u vufsd-test-ua) && UB=$(id -u vufsd-test-ub) || { echo "cannot create the test users"; exit 1; }
@@ -129,7 +129,7 @@ start_vufsd() { # start_vufsd UID INSTANCE SHARE [VAR=VALUE...]: vufsd as UID, n
         as "$uid" "$@" "$T/vufsd" --socket-path "$T/run-$uid/$inst.sock" --shared-dir "$share" --instance "$inst" \
                 --keep-listening --threads inline >>"$T/vufsd-$inst.log" 2>&1 &
         pid=$!
-        pids+=($pid)
+        pids+=("$pid")
         for _ in $(seq 200); do
                 grep -q "Control interface on" "$T/vufsd-$inst.log" && [ -S "$T/run-$uid/$inst.sock" ] && return 0
                 kill -0 $pid 2>/dev/null || break

@@ -474,7 +474,7 @@ upids=$(ns cat "/sys/fs/cgroup/systemd$cg/cgroup.procs" 2>/dev/null || ns cat "/
 uns=
 for p in $upids; do
         st=$(ns cat "/proc/$p/status")
-        echo "$st" | grep -q "^Uid:[[:space:]]*$uuid[[:space:]]$uuid[[:space:]]$uuid[[:space:]]$uuid\$" ||
+        echo "$st" | grep -q "^Uid:[[:space:]]*${uuid}[[:space:]]${uuid}[[:space:]]${uuid}[[:space:]]${uuid}\$" ||
                 fail "user vufsd pid $p does not run as uid $uuid: $(echo "$st" | grep ^Uid:)"
         echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' || fail "user vufsd pid $p: NoNewPrivs not set"
         echo "$st" | grep -q '^Seccomp:[[:space:]]*2' || fail "user vufsd pid $p: no seccomp filter"
