@@ -272,10 +272,16 @@ static int resolve_target(sd_bus *bus, char **ret_name) {
         return 0;
 }
 
-/* On the system bus an instance's name must be owned by vufsd itself: root or BUS_DAEMON_USER
- * (what vufsd connects as). The policy lets nobody else own it, but an old or hand-written policy
- * might: then whoever holds the name would read root's changes and answer with made-up state.
- * Other buses (--user, --address) are the caller's own. Returns 0 or a negative errno. */
+/* Whoever owns an instance's name reads the caller's changes and answers with whatever state it
+ * likes, so fsctl talks only to the owner that vufsd would be:
+ * - on the system bus, root or BUS_DAEMON_USER (what vufsd as root connects as). The policy lets
+ *   nobody else own the name, but an old or hand-written policy might;
+ * - on the session bus (--user), the caller's own uid: the user's vufsd (systemctl --user start
+ *   vufsd@NAME.socket) runs as the user. A session bus normally admits only its user, but one
+ *   started with a looser configuration, or reached through a DBUS_SESSION_BUS_ADDRESS pointing
+ *   at another user's bus, would let another uid answer in the user's place.
+ * An explicit --address is the caller's own choice of bus and is not checked.
+ * Returns 0 or a negative errno. */
 static int check_owner(sd_bus *bus, const char *name) {
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -283,7 +289,7 @@ static int check_owner(sd_bus *bus, const char *name) {
         uint32_t uid;
         int r;
 
-        if (arg_bus_type != BUS_SYSTEM)
+        if (arg_bus_type == BUS_ADDRESS)
                 return 0;
         r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                "GetConnectionUnixUser", &e, &reply, "s", name);
@@ -291,6 +297,15 @@ static int check_owner(sd_bus *bus, const char *name) {
                 r = sd_bus_message_read(reply, "u", &uid);
         if (r < 0)
                 return bus_error_errno(&e, r, "finding the instance's owner");
+        if (arg_bus_type == BUS_USER) {
+                if (uid == (uint32_t) getuid())
+                        return 0;
+                fprintf(stderr,
+                        "fsctl: %s on the user bus is owned by uid %" PRIu32 ", not by you (uid %u): not "
+                        "talking to it (is DBUS_SESSION_BUS_ADDRESS another user's bus?)\n",
+                        name, uid, (unsigned) getuid());
+                return ERR_FAILED;
+        }
         if (uid == 0)
                 return 0;
         pw = getpwnam(BUS_DAEMON_USER);

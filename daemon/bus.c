@@ -29,6 +29,7 @@ struct Bus {
         char *name;
         uint64_t start_usec; /* CLOCK_MONOTONIC at bus_open(), for UptimeUSec */
         gid_t admin_gid;     /* BUS_ADMIN_GROUP, looked up before the sandbox hides /etc; -1 if none */
+        uid_t self_uid;      /* "our own user" for check_caller_privileged(), see bus_open() */
 
         /* What PropertiesChanged last announced (bus_device_changed() compares against it). */
         bool connected;
@@ -316,7 +317,7 @@ static int check_caller_privileged(Bus *b, sd_bus_message *msg, sd_bus_error *er
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
                                          "Cannot determine who is calling (%s); changes are refused",
                                          e.message ?: strerror(r < 0 ? -r : ENODATA));
-        if (uid == 0 || uid == geteuid() || in_group)
+        if (uid == 0 || uid == b->self_uid || in_group)
                 return 0;
         return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
                                  "Only root and members of the group \"%s\" may change vufsd instance \"%s\"",
@@ -836,6 +837,26 @@ int bus_open(Manager *m) {
                 return 0;
         }
         (void) sd_bus_set_method_call_timeout(b->bus, BUS_CALL_TIMEOUT_USEC);
+        /* Our own user, whose changes check_caller_privileged() accepts, as the bus sees it: the
+         * callers' uids come from the bus too, and in a user namespace (an unprivileged vufsd's
+         * sandbox maps the user to 0) geteuid() would say 0 while the bus says the user's uid.
+         * Connected as another identity (root's BusUser=), only root itself: that identity is what
+         * a taken-over daemon holds, and it must not change other instances. */
+        b->self_uid = 0;
+        if (!id.switch_ids) {
+                const char *unique = NULL;
+                uint32_t self = 0;
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+
+                r = sd_bus_get_unique_name(b->bus, &unique);
+                if (r >= 0)
+                        r = sd_bus_call_method(b->bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                               "org.freedesktop.DBus", "GetConnectionUnixUser", NULL, &reply, "s",
+                                               unique);
+                if (r >= 0)
+                        r = sd_bus_message_read(reply, "u", &self);
+                b->self_uid = r >= 0 ? (uid_t) self : geteuid();
+        }
 
         r = sd_bus_add_object_vtable(b->bus, NULL, BUS_OBJECT_PATH, BUS_INTERFACE, daemon_vtable, b);
         if (r < 0)

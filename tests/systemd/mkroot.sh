@@ -19,8 +19,9 @@ suite=bookworm
 variant=minbase
 # systemd as PID 1 and the system bus; the shared libraries vufsd and fsctl link dynamically
 # (libsystemd0 comes with systemd); util-linux (Essential) brings setpriv/runuser for the
-# unprivileged-caller check.
-packages=systemd,systemd-sysv,dbus,libglib2.0-0,libseccomp2,libcap2
+# unprivileged-caller check; dbus-user-session (with libpam-systemd) gives the user manager its
+# session bus (dbus.socket at $XDG_RUNTIME_DIR/bus) for the user-service check.
+packages=systemd,systemd-sysv,dbus,dbus-user-session,libpam-systemd,libglib2.0-0,libseccomp2,libcap2
 
 command -v debootstrap >/dev/null || { msg "debootstrap is missing (apt-get install debootstrap)"; exit 77; }
 

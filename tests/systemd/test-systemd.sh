@@ -14,7 +14,13 @@
 #   - systemctl start of the service returns once READY=1 came, and the bus name is owned by then;
 #     a real QEMU guest then mounts the share through that socket and checks data both ways;
 #   - a broken /etc/vufsd/bad.conf and a missing /etc/vufsd/nocfg.conf make their units fail once
-#     (exit status 78, no restart loop) with a clear message in the journal.
+#     (exit status 78, no restart loop) with a clear message in the journal;
+#   - the user form: a lingering user's manager (user@UID.service, session bus from
+#     dbus-user-session) runs systemctl --user start vufsd@vm1.socket with ~/.config/vufsd/vm1.conf;
+#     a client on $XDG_RUNTIME_DIR/vufsd/vm1.sock activates vufsd as the user (NoNewPrivs, seccomp),
+#     which owns its name on the session bus; fsctl --user stats shows the client's requests,
+#     set-threads/set-cache take; the client leaves, the service exits, stop removes the socket;
+#     /etc/vufsd/NAME.conf is no fallback for a missing ~/.config/vufsd/NAME.conf (exit 78).
 #
 # Environment: VUFS_SOURCE_DIR (default: this script's tree), VUFS_SD_BUILD_DIR (the /usr-prefixed
 # build, kept between runs), VUFS_FE_SESSION (fe-session binary), VUFS_VM_BUILD_DIR (initramfs
@@ -66,6 +72,10 @@ dump_diagnostics() {
         msg "---- container state ----"
         ns systemctl --no-pager --all list-units 'vufsd*' >&2 || true
         ns journalctl --no-pager -n 60 -u 'vufsd@*' >&2 || true
+        if [ -n "${uuid:-}" ]; then
+                ns journalctl --no-pager -n 60 _UID="$uuid" >&2 || true
+                ns journalctl --no-pager -n 30 -u "user@$uuid.service" >&2 || true
+        fi
         msg "---- end of container state ----"
 }
 
@@ -389,6 +399,126 @@ ns systemctl reset-failed
 ns systemctl stop vufsd@vm1.socket
 [ ! -e "$hostsock" ] || fail "/run/vufsd/vm1.sock left behind after stopping the socket"
 pass "systemctl stop vufsd@vm1.socket removed the socket"
+
+# ---- 9. the user service: systemctl --user start vufsd@vm1.socket, fsctl --user ----
+t=$(now)
+# An ordinary user with lingering, so that user@UID.service (the user's manager, with its session
+# bus from dbus-user-session) runs without a login.
+uname=vufsd-user
+ns useradd --create-home --shell /bin/sh "$uname" || fail "useradd $uname"
+uuid=$(ns id -u "$uname")
+ns loginctl enable-linger "$uname" || fail "loginctl enable-linger $uname"
+wait_state "user@$uuid.service" active 30 || fail "user@$uuid.service is $(prop "user@$uuid.service" ActiveState) after enable-linger"
+urun=/run/user/$uuid
+# Commands as the user, in the environment the user manager's clients have.
+as_user() {
+        ns setpriv --reuid="$uuid" --regid="$uuid" --init-groups env HOME="/home/$uname" XDG_RUNTIME_DIR="$urun" "$@"
+}
+uprop() { as_user systemctl --user show -P "$2" "$1"; }
+uwait_state() {
+        local i
+        for i in $(seq $((${3:-15} * 5))); do
+                [ "$(uprop "$1" ActiveState)" = "$2" ] && return 0
+                sleep 0.2
+        done
+        return 1
+}
+for _ in $(seq 50); do
+        [ -S "/proc/$cpid/root$urun/bus" ] && break
+        sleep 0.2
+done
+[ -S "/proc/$cpid/root$urun/bus" ] || fail "the user manager has no session bus at $urun/bus (dbus-user-session)"
+for f in /usr/lib/systemd/user/vufsd@.socket /usr/lib/systemd/user/vufsd@.service; do
+        [ -e "$root$f" ] || fail "meson install did not install $f"
+done
+out=$(as_user systemd-analyze --user verify --man=no /usr/lib/systemd/user/vufsd@vm1.socket \
+        /usr/lib/systemd/user/vufsd@vm1.service 2>&1) || { echo "$out" >&2; fail "systemd-analyze --user verify failed"; }
+[ -z "$out" ] || { echo "$out" >&2; fail "systemd-analyze --user verify is not clean"; }
+pass "user@$uuid.service running with a session bus; systemd-analyze --user verify: clean"
+
+# The user's configuration (same format as /etc/vufsd/NAME.conf) and share, in the home directory.
+uhome=$root/home/$uname
+ushare=$uhome/share
+mkdir -p "$uhome/.config/vufsd" "$ushare"
+echo "hello from the user" > "$ushare/hello.txt"
+printf '[Share]\nDirectory=/home/%s/share\n[Threads]\nMode=inline\n' "$uname" > "$uhome/.config/vufsd/vm1.conf"
+chown -R "$uuid:$uuid" "$uhome/.config" "$ushare"
+
+as_user systemctl --user start vufsd@vm1.socket || fail "systemctl --user start vufsd@vm1.socket"
+[ "$(uprop vufsd@vm1.socket ActiveState)" = active ] || fail "user socket not active"
+[ "$(uprop vufsd@vm1.service ActiveState)" = inactive ] || fail "user service started before any connection"
+perm=$(ns stat -c '%A %U' "$urun/vufsd/vm1.sock") || fail "no socket at $urun/vufsd/vm1.sock"
+[ "$perm" = "srw------- $uname" ] || fail "user socket is '$perm', want 'srw------- $uname'"
+pass "systemctl --user start vufsd@vm1.socket: listening on $urun/vufsd/vm1.sock ($perm)"
+
+uhostsock=/proc/$cpid/root$urun/vufsd/vm1.sock
+"$fe_session" "$uhostsock" --read hello.txt --write from-client.txt=written-to-the-user --hold-stdin \
+        < "$tmp/hold" > "$tmp/fe3.out" 2> "$tmp/fe3.err" &
+fe_pid=$!
+exec 7> "$tmp/hold"
+for _ in $(seq 150); do
+        grep -q 'session on .* ok' "$tmp/fe3.err" && break
+        kill -0 "$fe_pid" 2>/dev/null || break
+        sleep 0.2
+done
+grep -q 'session on .* ok' "$tmp/fe3.err" || { cat "$tmp/fe3.err" >&2; fail "session through the user socket"; }
+[ "$(cat "$tmp/fe3.out")" = "hello from the user" ] || fail "read hello.txt from the user's share: '$(cat "$tmp/fe3.out")'"
+[ "$(cat "$ushare/from-client.txt")" = written-to-the-user ] || fail "the client's file is not in the user's share"
+upid=$(uprop vufsd@vm1.service MainPID)
+[ "$(uprop vufsd@vm1.service ActiveState)" = active ] && [ "$upid" != 0 ] || fail "user service not running while connected"
+# Every process of the service (the supervisor and a sandboxed child, if any): the user's ids as
+# the host sees them (a user namespace inside maps them), NoNewPrivs, seccomp.
+cg=$(uprop vufsd@vm1.service ControlGroup)
+upids=$(ns cat "/sys/fs/cgroup/systemd$cg/cgroup.procs" 2>/dev/null || ns cat "/sys/fs/cgroup$cg/cgroup.procs")
+[ -n "$upids" ] || fail "no processes in the cgroup $cg of the user's vufsd@vm1.service"
+uns=
+for p in $upids; do
+        st=$(ns cat "/proc/$p/status")
+        echo "$st" | grep -q "^Uid:[[:space:]]*${uuid}[[:space:]]${uuid}[[:space:]]${uuid}[[:space:]]${uuid}\$" ||
+                fail "user vufsd pid $p does not run as uid $uuid: $(echo "$st" | grep ^Uid:)"
+        echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' || fail "user vufsd pid $p: NoNewPrivs not set"
+        echo "$st" | grep -q '^Seccomp:[[:space:]]*2' || fail "user vufsd pid $p: no seccomp filter"
+        uns="$uns pid $p $(ns readlink "/proc/$p/ns/user")"
+done
+owner=$(as_user busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+        GetConnectionUnixUser s org.vufsd.Instance.vm1 | awk '{print $2}')
+[ "$owner" = "$uuid" ] || fail "org.vufsd.Instance.vm1 on the session bus is owned by '$owner', not $uuid"
+pass "a connection activated the user's vufsd@vm1.service (main pid $upid; uid $uuid, NoNewPrivs, seccomp for each of:$uns); it owns org.vufsd.Instance.vm1 on the session bus"
+
+out=$(as_user fsctl --user -i vm1 stats 2>&1) || { echo "$out" >&2; fail "fsctl --user -i vm1 stats"; }
+echo "$out" | grep -q '^READ  *[1-9]' && echo "$out" | grep -q '^CREATE  *[1-9]' ||
+        { echo "$out" >&2; fail "fsctl --user stats does not show the client's READ and CREATE"; }
+pass "fsctl --user -i vm1 stats: $(echo "$out" | grep -E '^(READ|CREATE) ' | tr -s ' ' | paste -sd';')"
+as_user fsctl --user -i vm1 set-threads 2 > "$tmp/fsctl-user.out" 2>&1 || { cat "$tmp/fsctl-user.out" >&2; fail "fsctl --user set-threads 2"; }
+as_user fsctl --user -i vm1 set-cache never > "$tmp/fsctl-user.out" 2>&1 || { cat "$tmp/fsctl-user.out" >&2; fail "fsctl --user set-cache never"; }
+out=$(as_user fsctl --user -i vm1 status --json 2>&1) || fail "fsctl --user status --json"
+echo "$out" | grep -q '"thread_mode":"pool"' && echo "$out" | grep -q '"cache_policy":"never"' ||
+        { echo "$out" >&2; fail "set-threads/set-cache over the session bus did not take"; }
+# The system bus knows nothing of the user's instance.
+ns fsctl -i vm1 status > /dev/null 2>&1 && fail "fsctl (system bus) found the user's instance"
+pass "fsctl --user -i vm1 set-threads 2, set-cache never: took; the system bus has no vm1"
+
+exec 7>&-
+wait "$fe_pid" || { cat "$tmp/fe3.err" >&2; fail "fe-session (user socket) exited with failure"; }
+fe_pid=
+uwait_state vufsd@vm1.service inactive 15 || fail "user service still $(uprop vufsd@vm1.service ActiveState) after the disconnect"
+[ "$(uprop vufsd@vm1.service Result)" = success ] || fail "user service Result=$(uprop vufsd@vm1.service Result)"
+as_user systemctl --user stop vufsd@vm1.socket || fail "systemctl --user stop vufsd@vm1.socket"
+[ ! -e "/proc/$cpid/root$urun/vufsd/vm1.sock" ] || fail "$urun/vufsd/vm1.sock left behind after stopping the user socket"
+pass "client gone: user service exited cleanly; systemctl --user stop removed the socket"
+
+# The user form reads only ~/.config/vufsd/NAME.conf: a system instance's /etc/vufsd/NAME.conf is
+# not a fallback. The missing file fails the unit once with exit status 78.
+printf '[Share]\nDirectory=/srv/vufsd/sysonly\n' > "$root/etc/vufsd/sysonly.conf"
+as_user systemctl --user start vufsd@sysonly.service 2> /dev/null && fail "user vufsd@sysonly.service started without ~/.config/vufsd/sysonly.conf"
+sleep 1
+[ "$(uprop vufsd@sysonly.service ExecMainStatus)" = 78 ] || fail "user sysonly: exit status $(uprop vufsd@sysonly.service ExecMainStatus)"
+[ "$(uprop vufsd@sysonly.service NRestarts)" = 0 ] || fail "user sysonly: restarted $(uprop vufsd@sysonly.service NRestarts) times"
+journal=$(ns journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=vufsd@sysonly.service)
+echo "$journal" | grep -q "cannot use configuration file /home/$uname/.config/vufsd/sysonly.conf: No such file or directory" ||
+        { echo "$journal" >&2; fail "user sysonly: the journal does not name the missing ~/.config file"; }
+as_user systemctl --user stop vufsd@sysonly.socket
+pass "user form without ~/.config/vufsd/sysonly.conf: failed once (exit 78), /etc/vufsd/sysonly.conf not used ($(since "$t")s for the user checks)"
 
 t_checks=$(since "$t_checks")
 msg "timings: build ${t_build}s, root ${t_root}s, install ${t_install}s, boot ${t_boot}s, checks ${t_checks}s (guest ${t_guest}s), total $(since "$t_start")s"
