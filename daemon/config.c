@@ -1059,6 +1059,16 @@ int config_verify(Config *c) {
         if (r < 0)
                 return usage_error("%s", why);
 
+        /* File handles need CAP_DAC_READ_SEARCH after the lockdown (open_by_handle_at): a --modcaps
+         * that removes it means no handles, which mandatory cannot accept. */
+        if (c->fs.inode_file_handles != INODE_FILE_HANDLES_NEVER && !(c->modcaps_keep & capabilities_file_handles())) {
+                if (c->fs.inode_file_handles == INODE_FILE_HANDLES_MANDATORY)
+                        return usage_error("--inode-file-handles=mandatory needs CAP_DAC_READ_SEARCH, which --modcaps "
+                                           "removes");
+                c->fs.inode_file_handles = INODE_FILE_HANDLES_NEVER;
+                c->handles_dropped_by_modcaps = true;
+        }
+
         /* Accepted as the Rust virtiofsd accepts them, refused where the value asks for something
          * vufsd does not do yet (issue 16), rather than ignored. */
         /* The maps are a user namespace's (userns.h): without a sandbox there is none. Inside,

@@ -107,6 +107,7 @@ typedef struct Config {
 
         /* Deprecated forms seen (a warning each once logging is set up) */
         bool deprecated_socket, deprecated_o, deprecated_d, deprecated_f, deprecated_fallback;
+        bool handles_dropped_by_modcaps; /* prefer turned into never by --modcaps=-dac_read_search */
 
         FsOptions fs;
 } Config;

@@ -108,6 +108,9 @@ static void log_startup_notes(const Config *c) {
                 log_info("-f has no effect: vufsd always runs in the foreground");
         if (c->deprecated_fallback)
                 log_warning("Use of deprecated value 'fallback' for --inode-file-handles: use 'prefer'");
+        if (c->handles_dropped_by_modcaps)
+                log_notice("--modcaps removes dac_read_search, which file handles need: --inode-file-handles=prefer "
+                           "works as never");
         if (c->migration_given)
                 log_notice("Migration options accepted (mode %s, on error %s%s%s): vufsd cannot migrate the "
                            "device state yet (that needs VHOST_USER_PROTOCOL_F_DEVICE_STATE, in QEMU newer than "

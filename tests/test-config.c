@@ -87,6 +87,12 @@ START_TEST(test_file_handle_modes) {
         ck_assert_int_eq(c.fs.inode_file_handles, INODE_FILE_HANDLES_NEVER);
         ck_assert_int_eq(config_verify(&c), 0);
         config_done(&c);
+        /* Without the capability handles need, prefer is never. */
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/srv", "--fd=3", "--modcaps=-dac_read_search"), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        ck_assert_int_eq(c.fs.inode_file_handles, INODE_FILE_HANDLES_NEVER);
+        ck_assert(c.handles_dropped_by_modcaps);
+        config_done(&c);
 }
 END_TEST
 
@@ -250,6 +256,7 @@ START_TEST(test_verify_refusals) {
                 { "--fd=3", "--socket-group=kvm", NULL },
                 { "--migration-mode=file-handles", "--migration-confirm-paths", NULL },
                 { "--migration-mode=file-handles", "--migration-verify-handles", NULL },
+                { "--inode-file-handles=mandatory", "--modcaps=-dac_read_search", NULL },
                 { "--translate-uid=map:0:0:1", "--posix-acl", NULL },
                 { "--uid-map=:1:1000:1:", NULL }, /* namespace uid 0 unmapped */
                 { "--sandbox=none", "--gid-map=:0:100000:10:", NULL }, /* no user namespace */

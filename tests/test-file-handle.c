@@ -187,19 +187,19 @@ END_TEST
 START_TEST(test_mount_fds) {
         MountFds m;
         struct statx st;
-        int fd, mi, r1, r2;
+        int fd, r1, r2, *ids;
+        size_t n;
 
         fd = path_fd(".", &st);
-        mi = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-        ck_assert_int_ge(mi, 0);
+        ck_assert_int_eq(mountinfo_whole_fs_mounts(&ids, &n), 0);
         /* dir is a subdirectory of /tmp's filesystem: no mount root, refused, without taking fds. */
-        mount_fds_init(&m, &budget, mi, false);
+        mount_fds_init(&m, &budget, ids, n, false);
         ck_assert_int_eq(mount_fds_get(&m, (int)st.stx_mnt_id, fd), -EXDEV);
         ck_assert_int_eq(mount_fds_get(&m, (int)st.stx_mnt_id, fd), -EXDEV); /* remembered */
         ck_assert_uint_eq(budget.used, 0);
         mount_fds_done(&m);
         /* Allowed explicitly: one fd, shared by every inode of the mount. */
-        mount_fds_init(&m, &budget, -1, true);
+        mount_fds_init(&m, &budget, NULL, 0, true);
         r1 = mount_fds_get(&m, (int)st.stx_mnt_id, fd);
         ck_assert_int_ge(r1, 0);
         r2 = mount_fds_get(&m, (int)st.stx_mnt_id, fd);
@@ -215,7 +215,7 @@ START_TEST(test_mount_fds) {
         ck_assert_uint_eq(budget.used, 0);
         /* A spent budget answers ENFILE. */
         budget.max = 0;
-        mount_fds_init(&m, &budget, -1, true);
+        mount_fds_init(&m, &budget, NULL, 0, true);
         ck_assert_int_eq(mount_fds_get(&m, (int)st.stx_mnt_id, fd), -ENFILE);
         mount_fds_done(&m);
         close(fd);
@@ -223,11 +223,25 @@ START_TEST(test_mount_fds) {
 END_TEST
 
 /* The whole-filesystem test on mountinfo: a tmpfs mounted on dir shows "/", a bind mount of a
- * subdirectory of it does not. */
+ * subdirectory of it does not; the mount fd table refuses the latter and takes the former. */
+static bool listed(int id) {
+        int *ids;
+        size_t n;
+        bool found = false;
+
+        ck_assert_int_eq(mountinfo_whole_fs_mounts(&ids, &n), 0);
+        for (size_t k = 0; k < n; k++)
+                found |= ids[k] == id;
+        free(ids);
+        return found;
+}
+
 START_TEST(test_mountinfo_root) {
         char sub[300], bind[300];
-        struct statx st;
-        int mi, fd;
+        struct statx st, bst;
+        MountFds m;
+        int fd, bfd, *ids;
+        size_t n;
 
         ck_assert_int_eq(mount("tmpfs", dir, "tmpfs", 0, NULL), 0);
         snprintf(sub, sizeof sub, "%s/sub", dir);
@@ -235,18 +249,20 @@ START_TEST(test_mountinfo_root) {
         ck_assert_int_eq(mkdir(sub, 0755), 0);
         ck_assert_int_eq(mkdir(bind, 0755), 0);
         ck_assert_int_eq(mount(sub, bind, NULL, MS_BIND, NULL), 0);
-        mi = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-        ck_assert_int_ge(mi, 0);
         fd = open(dir, O_PATH | O_CLOEXEC);
         ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &st), 0);
+        ck_assert(listed((int) st.stx_mnt_id));
+        bfd = open(bind, O_PATH | O_CLOEXEC);
+        ck_assert_int_eq(statx(bfd, "", AT_EMPTY_PATH, STATX_MNT_ID, &bst), 0);
+        ck_assert_uint_ne(bst.stx_mnt_id, st.stx_mnt_id);
+        ck_assert(!listed((int) bst.stx_mnt_id));
+        ck_assert_int_eq(mountinfo_whole_fs_mounts(&ids, &n), 0);
+        mount_fds_init(&m, &budget, ids, n, false);
+        ck_assert_int_ge(mount_fds_get(&m, (int) st.stx_mnt_id, fd), 0);
+        ck_assert_int_eq(mount_fds_get(&m, (int) bst.stx_mnt_id, bfd), -EXDEV);
+        mount_fds_done(&m);
         close(fd);
-        ck_assert_int_eq(mountinfo_is_fs_root(mi, (int)st.stx_mnt_id), 1);
-        fd = open(bind, O_PATH | O_CLOEXEC);
-        ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &st), 0);
-        close(fd);
-        ck_assert_int_eq(mountinfo_is_fs_root(mi, (int)st.stx_mnt_id), 0);
-        ck_assert_int_eq(mountinfo_is_fs_root(mi, -5), -ENOENT);
-        close(mi);
+        close(bfd);
         ck_assert_int_eq(umount2(bind, MNT_DETACH), 0);
 }
 END_TEST

@@ -79,27 +79,29 @@ int file_handle_open_checked(int mount_fd, const struct file_handle *h, uint64_t
         return fd;
 }
 
-int mountinfo_is_fs_root(int mountinfo_fd, int mnt_id) {
+int mountinfo_whole_fs_mounts(int **ret_ids, size_t *ret_n) {
         _cleanup_free_ char *buf = NULL;
-        size_t size = 0, len = 0;
+        _cleanup_free_ int *ids = NULL;
+        size_t size = 0, len = 0, n = 0, cap = 0;
+        _cleanup_close_ int fd = -1;
 
-        if (mountinfo_fd < 0)
-                return -EBADF;
-        /* The whole file from offset 0: procfs regenerates it for every read from the start. */
+        fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
         for (;;) {
-                ssize_t n;
+                ssize_t k;
                 if (len + 4096 + 1 > size) {
                         char *nb = realloc(buf, size = size ? size * 2 : 65536);
                         if (!nb)
                                 return -ENOMEM;
                         buf = nb;
                 }
-                n = pread(mountinfo_fd, buf + len, size - len - 1, (off_t)len);
-                if (n < 0)
+                k = read(fd, buf + len, size - len - 1);
+                if (k < 0)
                         return negative_errno();
-                if (n == 0)
+                if (k == 0)
                         break;
-                len += (size_t)n;
+                len += (size_t) k;
         }
         buf[len] = 0;
         for (char *line = buf, *next; line && *line; line = next) {
@@ -111,11 +113,19 @@ int mountinfo_is_fs_root(int mountinfo_fd, int mnt_id) {
                         *next++ = 0;
                 /* "36 35 98:0 /mnt1 /mnt/parent ...": id, parent id, st_dev, root, mount point. The
                  * root is compared with "/" only: a longer one does not fit and is not "/". */
-                if (sscanf(line, "%d %d %u:%u %7s", &id, &parent, &maj, &min, root) != 5 || id != mnt_id)
+                if (sscanf(line, "%d %d %u:%u %7s", &id, &parent, &maj, &min, root) != 5 || strcmp(root, "/") != 0)
                         continue;
-                return strcmp(root, "/") == 0;
+                if (n == cap) {
+                        int *ni = realloc(ids, (cap = cap ? cap * 2 : 64) * sizeof *ids);
+                        if (!ni)
+                                return -ENOMEM;
+                        ids = ni;
+                }
+                ids[n++] = id;
         }
-        return -ENOENT;
+        *ret_ids = TAKE_PTR(ids);
+        *ret_n = n;
+        return 0;
 }
 
 static bool is_mount_root(int fd) {
@@ -126,12 +136,20 @@ static bool is_mount_root(int fd) {
         return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
-void mount_fds_init(MountFds *m, FdBudget *budget, int mountinfo_fd, bool allow_subtree) {
+void mount_fds_init(MountFds *m, FdBudget *budget, int *whole_ids, size_t n_whole, bool allow_subtree) {
         memset(m, 0, sizeof *m);
         pthread_mutex_init(&m->lock, NULL);
         m->budget = budget;
-        m->mountinfo_fd = mountinfo_fd;
+        m->whole_ids = whole_ids;
+        m->n_whole = n_whole;
         m->allow_subtree = allow_subtree;
+}
+
+static bool is_whole(const MountFds *m, int mnt_id) {
+        for (size_t k = 0; k < m->n_whole; k++)
+                if (m->whole_ids[k] == mnt_id)
+                        return true;
+        return false;
 }
 
 void mount_fds_done(MountFds *m) {
@@ -139,7 +157,9 @@ void mount_fds_done(MountFds *m) {
                 if (m->entry[k].fd >= 0)
                         fd_budget_close(m->budget, m->entry[k].fd);
         m->n = 0;
-        m->mountinfo_fd = safe_close(m->mountinfo_fd);
+        free(m->whole_ids);
+        m->whole_ids = NULL;
+        m->n_whole = 0;
         pthread_mutex_destroy(&m->lock);
 }
 
@@ -155,11 +175,11 @@ int mount_fds_get(MountFds *m, int mnt_id, int fd) {
                 }
         if (m->n >= MOUNT_FDS_MAX)
                 goto out;
-        if (!m->allow_subtree && (!is_mount_root(fd) || mountinfo_is_fs_root(m->mountinfo_fd, mnt_id) != 1)) {
+        if (!m->allow_subtree && (!is_mount_root(fd) || !is_whole(m, mnt_id))) {
                 /* The directory must be the root of its mount, and the mount show the root of its
                  * filesystem: anything else is a subtree a handle could leave. Remembered, so the
-                 * next inode of this mount does not check again. A mount mountinfo does not list
-                 * (unmounted meanwhile) is refused as well. */
+                 * next inode of this mount does not check again. A mount made after the start is
+                 * not in the list, and refused as well. */
                 m->entry[m->n].mnt_id = mnt_id;
                 r = m->entry[m->n].fd = -EXDEV;
                 m->n++;

@@ -37,11 +37,14 @@ int file_handle_open_checked(int mount_fd, const struct file_handle *h, uint64_t
  * seen (that directory opened for reading: the mount root when the guest crosses into a submount,
  * the share root for the share's own mount). Each fd is charged to the budget. */
 typedef struct MountFds {
-        /* Guards n and the table; held for a lookup, or for one mountinfo read and dup when a mount
-         * is first seen (rare: once per mount). */
+        /* Guards n and the table; held for a lookup, or for one statx and open when a mount is
+         * first seen (rare: once per mount). */
         pthread_mutex_t lock;
         FdBudget *budget;
-        int mountinfo_fd; /* /proc/self/mountinfo, opened before the sandbox hides /proc; owned */
+        /* The mounts that show their filesystem's root, from /proc/self/mountinfo at start (before
+         * the sandbox hides /proc; no fd on procfs is kept); owned. */
+        int *whole_ids;
+        size_t n_whole;
         bool allow_subtree; /* --allow-handles-beyond-share */
         unsigned n;
         struct {
@@ -50,14 +53,15 @@ typedef struct MountFds {
         } entry[MOUNT_FDS_MAX];
 } MountFds;
 
-/* Whether mount mnt_id shows its filesystem's root ("/" in the root field of mountinfo): 1, 0 for a
- * bind mount of a subdirectory, -ENOENT when the mount is not listed, or a read error. A handle
- * opens any inode of the filesystem (CAP_DAC_READ_SEARCH skips the kernel's check that it lies
- * below the mount), so on a subtree mount it reaches files outside the share. */
-int mountinfo_is_fs_root(int mountinfo_fd, int mnt_id);
+/* The ids of the mounts of this process's namespace that show their filesystem's root ("/" in the
+ * root field of /proc/self/mountinfo; a bind mount of a subdirectory shows that directory). A
+ * handle opens any inode of the filesystem (CAP_DAC_READ_SEARCH skips the kernel's check that it
+ * lies below the mount), so on a subtree mount it reaches files outside the share. */
+int mountinfo_whole_fs_mounts(int **ret_ids, size_t *ret_n);
 
-/* mountinfo_fd taken over (-1: every mount counts as a subtree unless allow_subtree). */
-void mount_fds_init(MountFds *m, FdBudget *budget, int mountinfo_fd, bool allow_subtree);
+/* whole_ids (n_whole of them, from mountinfo_whole_fs_mounts()) taken over; NULL: every mount
+ * counts as a subtree unless allow_subtree. */
+void mount_fds_init(MountFds *m, FdBudget *budget, int *whole_ids, size_t n_whole, bool allow_subtree);
 void mount_fds_done(MountFds *m);
 /* The mount fd for mnt_id, opened from fd (an O_PATH fd on that mount) when it is the first: >= 0,
  * or -EXDEV (the mount is a subtree of its filesystem and allow_subtree is off), -ENFILE (budget

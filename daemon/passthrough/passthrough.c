@@ -353,16 +353,17 @@ static int open_proc_fd_dir(void) {
 static int setup_handles(Passthrough *p, int root, const struct statx *stx) {
         _cleanup_free_ struct file_handle *h = NULL;
         const char *why = NULL;
-        int mnt_id, err = 0, fd, mi, r;
+        int mnt_id, err = 0, fd, r, *whole = NULL;
+        size_t n_whole = 0;
 
         if (p->opts.inode_file_handles == INODE_FILE_HANDLES_NEVER)
                 return 0;
         p->handles_mandatory = p->opts.inode_file_handles == INODE_FILE_HANDLES_MANDATORY;
-        mi = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-        if (mi < 0 && !p->opts.handles_beyond_share)
-                log_debug("Cannot open /proc/self/mountinfo: %m");
+        r = mountinfo_whole_fs_mounts(&whole, &n_whole);
+        if (r < 0 && !p->opts.handles_beyond_share)
+                log_debug("Cannot read /proc/self/mountinfo: %s", strerror(-r));
         mount_fds_done(&p->mounts); /* the placeholder from passthrough_new() */
-        mount_fds_init(&p->mounts, &p->budget, mi, p->opts.handles_beyond_share);
+        mount_fds_init(&p->mounts, &p->budget, whole, n_whole, p->opts.handles_beyond_share);
 
         h = file_handle_of_fd(root, &mnt_id, &err);
         if (!h)
@@ -397,12 +398,15 @@ static int setup_handles(Passthrough *p, int root, const struct statx *stx) {
                           p->handles_mandatory ? "mandatory" : "prefer");
                 return 0;
         }
+        if (err == -EXDEV) /* why says it all */
+                err = 0;
         if (p->handles_mandatory) {
-                log_error("--inode-file-handles=mandatory: %s (%s)", why, strerror(-err));
-                return err == -EXDEV ? -EXDEV : err < 0 ? err : -EOPNOTSUPP;
+                log_error("--inode-file-handles=mandatory: %s%s%s%s", why, err ? " (" : "", err ? strerror(-err) : "",
+                          err ? ")" : "");
+                return err < 0 ? err : -EXDEV;
         }
-        log_notice("--inode-file-handles=prefer: %s (%s); every inode keeps an O_PATH fd, as with never", why,
-                   strerror(-err));
+        log_notice("--inode-file-handles=prefer: %s%s%s%s; every inode keeps an O_PATH fd, as with never", why,
+                   err ? " (" : "", err ? strerror(-err) : "", err ? ")" : "");
         return 0;
 }
 
@@ -418,7 +422,7 @@ int passthrough_new(Passthrough **ret, const FsOptions *opts) {
         if (!p)
                 return -ENOMEM;
         p->proc_self_fd = -1;
-        mount_fds_init(&p->mounts, &p->budget, -1, false);
+        mount_fds_init(&p->mounts, &p->budget, NULL, 0, false);
         p->opts = *opts;
         p->shared_dir = strdup(opts->shared_dir);
         if (!p->shared_dir)
