@@ -125,7 +125,8 @@ for b in "${list[@]}"; do
         sampler=
         unset VUFSD_EXTRA_ARGS
         base_fds=$(head -n 1 "$samples" | cut -d' ' -f1)
-        base_rss=$(sort -n -k2 "$samples" | head -n 1 | cut -d' ' -f2) # before the guest looked anything up
+        # before the guest looked anything up (a sample read while the process starts may be 0)
+        base_rss=$(awk '$2 > 0' "$samples" | sort -n -k2 | head -n 1 | cut -d' ' -f2)
         max_fds=$(sort -n -k1 "$samples" | tail -n 1 | cut -d' ' -f1)
         max_rss=$(sort -n -k2 "$samples" | tail -n 1 | cut -d' ' -f2)
         step() { # NAME FIELD: a field of the guest's HUGE line for step NAME
