@@ -101,7 +101,7 @@ int mountinfo_whole_fs_mounts(int **ret_ids, size_t *ret_n) {
                         return negative_errno();
                 if (k == 0)
                         break;
-                len += (size_t) k;
+                len += (size_t)k;
         }
         buf[len] = 0;
         for (char *line = buf, *next; line && *line; line = next) {
