@@ -93,6 +93,21 @@ static int apply_privileged_files(Config *c, const char *path, const KeyDef *def
         return 0;
 }
 
+static int apply_inode_file_handles(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u,
+                                    bool b) {
+        InodeFileHandles m = inode_file_handles_from_string(s);
+        if (m < 0)
+                return file_error(path, def, s, "must be never, prefer or mandatory");
+        c->fs.inode_file_handles = m;
+        return 0;
+}
+
+static int apply_handles_beyond_share(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u,
+                                      bool b) {
+        c->fs.handles_beyond_share = b;
+        return 0;
+}
+
 static int apply_mode(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
         ThreadMode m = thread_mode_from_string(s);
         if (m < 0)
@@ -167,6 +182,7 @@ static const KeyDef keys[] = {
         { "Share", "Options", KEY_STRING, 0, 0, apply_options },
         { "Share", "Xattr", KEY_BOOL, 0, 0, apply_xattr },
         { "Share", "ReadOnly", KEY_BOOL, 0, 0, apply_readonly },
+        { "Share", "InodeFileHandles", KEY_STRING, 0, 0, apply_inode_file_handles },
         { "Threads", "Mode", KEY_STRING, 0, 0, apply_mode },
         { "Threads", "PoolSize", KEY_UINT, 0, 1024, apply_pool_size },
         { "Threads", "RequestQueues", KEY_UINT, 1, DEVICE_MAX_REQUEST_QUEUES, apply_queues },
@@ -177,6 +193,7 @@ static const KeyDef keys[] = {
         { "Security", "DirBufferMax", KEY_UINT, DIR_STREAM_BUF_SIZE, DIR_STREAM_MAX_CAP, apply_dir_buffer_max },
         { "Security", "BusUser", KEY_STRING, 0, 0, apply_bus_user },
         { "Security", "AllowPrivilegedFiles", KEY_BOOL, 0, 0, apply_privileged_files },
+        { "Security", "AllowHandlesBeyondShare", KEY_BOOL, 0, 0, apply_handles_beyond_share },
         { "Service", "LogLevel", KEY_STRING, 0, 0, apply_log_level },
         { "Service", "KeepListening", KEY_BOOL, 0, 0, apply_keep_listening },
 };

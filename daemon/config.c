@@ -53,7 +53,6 @@ void config_init(Config *c) {
                 .modcaps_keep = UINT64_MAX,
                 .posix_acl_mode = FEATURE_NEVER,
                 .security_label_mode = FEATURE_NEVER,
-                .inode_file_handles = INODE_FILE_HANDLES_NEVER,
                 .migration_mode = MIGRATION_FIND_PATHS,
                 .migration_on_error = MIGRATION_ON_ERROR_ABORT,
                 .fs = FS_OPTIONS_DEFAULT,
@@ -131,6 +130,14 @@ static int set_log_level(Config *c, const char *what, const char *v) {
                 return usage_error("%s: unknown log level \"%s\" (error, warn, info, debug, trace, off)", what, v);
         c->log_level = l;
         c->log_level_given = true;
+        return 0;
+}
+
+static int set_inode_file_handles(Config *c, const char *what, const char *v) {
+        InodeFileHandles m = inode_file_handles_from_string(v);
+        if (m < 0)
+                return usage_error("%s must be never, prefer or mandatory, got \"%s\"", what, v);
+        c->fs.inode_file_handles = m;
         return 0;
 }
 
@@ -556,6 +563,7 @@ enum {
         ARG_NO_KILLPRIV_V2,
         ARG_PRESERVE_NOATIME,
         ARG_INODE_FILE_HANDLES,
+        ARG_ALLOW_HANDLES_BEYOND_SHARE,
         ARG_THREAD_POOL_SIZE,
         ARG_THREADS,
         ARG_POLL_US,
@@ -632,8 +640,11 @@ static const OptionDef option_defs[] = {
         { "preserve-noatime", no_argument, ARG_PRESERVE_NOATIME, NULL,
           "pass the guest's O_NOATIME on instead of dropping it" },
         { "inode-file-handles", required_argument, ARG_INODE_FILE_HANDLES, "=MODE",
-          "never (default), prefer (accepted: falls back to O_PATH fds everywhere), mandatory (refused); needs the "
-          "'='" },
+          "never (an O_PATH fd per inode), prefer (default: inodes remembered by file handle where the share "
+          "allows, else by fd), mandatory (refuse to start without handles); needs the '='" },
+        { "allow-handles-beyond-share", no_argument, ARG_ALLOW_HANDLES_BEYOND_SHARE, NULL,
+          "use file handles also when the shared directory is a subtree of its filesystem (they can reach all of "
+          "it: docs/security.md)" },
         SECTION("Threads"),
         { "thread-pool-size", required_argument, ARG_THREAD_POOL_SIZE, "N",
           "workers for pool/auto, 1..1024; without --threads: 0 = inline, N = pool of N (virtiofsd)" },
@@ -853,13 +864,13 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         }
                         if (streq(optarg, "fallback")) {
                                 c->deprecated_fallback = true;
-                                c->inode_file_handles = INODE_FILE_HANDLES_PREFER;
+                                c->fs.inode_file_handles = INODE_FILE_HANDLES_PREFER;
                                 break;
                         }
-                        c->inode_file_handles = inode_file_handles_from_string(optarg);
-                        if (c->inode_file_handles < 0)
-                                r = usage_error("--inode-file-handles must be never, prefer or mandatory, got \"%s\"",
-                                                optarg);
+                        r = set_inode_file_handles(c, "--inode-file-handles", optarg);
+                        break;
+                case ARG_ALLOW_HANDLES_BEYOND_SHARE:
+                        c->fs.handles_beyond_share = true;
                         break;
                 case ARG_THREAD_POOL_SIZE:
                         r = set_uint_option("thread-pool-size", optarg, 0, EXECUTOR_MAX_POOL_SIZE, &u);
@@ -1048,11 +1059,18 @@ int config_verify(Config *c) {
         if (r < 0)
                 return usage_error("%s", why);
 
+        /* File handles need CAP_DAC_READ_SEARCH after the lockdown (open_by_handle_at): a --modcaps
+         * that removes it means no handles, which mandatory cannot accept. */
+        if (c->fs.inode_file_handles != INODE_FILE_HANDLES_NEVER && !(c->modcaps_keep & capabilities_file_handles())) {
+                if (c->fs.inode_file_handles == INODE_FILE_HANDLES_MANDATORY)
+                        return usage_error("--inode-file-handles=mandatory needs CAP_DAC_READ_SEARCH, which --modcaps "
+                                           "removes");
+                c->fs.inode_file_handles = INODE_FILE_HANDLES_NEVER;
+                c->handles_dropped_by_modcaps = true;
+        }
+
         /* Accepted as the Rust virtiofsd accepts them, refused where the value asks for something
          * vufsd does not do yet (issue 16), rather than ignored. */
-        if (c->inode_file_handles == INODE_FILE_HANDLES_MANDATORY)
-                return usage_error("--inode-file-handles=mandatory: vufsd does not use file handles yet; "
-                                   "use never or prefer (which falls back to O_PATH fds)");
         /* The maps are a user namespace's (userns.h): without a sandbox there is none. Inside,
          * the daemon is uid/gid 0 of the namespace, so 0 must be mapped (it is the guest's root
          * too; docs/id-mapping.md). */

@@ -18,15 +18,6 @@
 /* Exit status for a command line that cannot be used (clap's and getopt programs' convention). */
 #define EXIT_USAGE 2
 
-/* --inode-file-handles (the Rust virtiofsd's modes; "fallback" is its deprecated alias of prefer). */
-typedef enum InodeFileHandles {
-        INODE_FILE_HANDLES_NEVER,
-        INODE_FILE_HANDLES_PREFER,
-        INODE_FILE_HANDLES_MANDATORY,
-        _INODE_FILE_HANDLES_MAX,
-        _INODE_FILE_HANDLES_INVALID = -EINVAL,
-} InodeFileHandles;
-
 typedef enum MigrationMode {
         MIGRATION_FIND_PATHS,
         MIGRATION_FILE_HANDLES,
@@ -75,7 +66,6 @@ typedef struct Config {
         unsigned n_request_queues;
         FeatureMode posix_acl_mode; /* --posix-acl[=MODE] */
         FeatureMode security_label_mode; /* --security-label[=MODE] */
-        InodeFileHandles inode_file_handles;
 
         /* Threads: --threads (or -1 when not given) and --thread-pool-size (-1 when not given),
          * resolved by config_verify() into thread_mode and pool_size. */
@@ -117,6 +107,7 @@ typedef struct Config {
 
         /* Deprecated forms seen (a warning each once logging is set up) */
         bool deprecated_socket, deprecated_o, deprecated_d, deprecated_f, deprecated_fallback;
+        bool handles_dropped_by_modcaps; /* prefer turned into never by --modcaps=-dac_read_search */
 
         FsOptions fs;
 } Config;

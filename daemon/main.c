@@ -61,6 +61,8 @@ static int load_config_file(Config *c, int argc, char *argv[]) {
  * system calls the next one takes away. */
 static int lockdown(Manager *m, const Config *c) {
         _cleanup_close_ int task_dir = -1;
+        uint64_t caps;
+        bool handles;
         int r;
 
         /* Opened before the sandbox hides /proc: capabilities are per thread, and the executor may
@@ -78,14 +80,19 @@ static int lockdown(Manager *m, const Config *c) {
                 free(m->lock_path);
                 m->socket_path = m->lock_path = NULL;
         }
-        r = capabilities_apply(c->capabilities, sandbox_netns_fd(), task_dir);
+        /* File handles (decided when the share was opened): their capability and system calls only
+         * when inodes are remembered by handle; a --modcaps that removes it still wins. */
+        handles = passthrough_uses_handles(m->passthrough);
+        caps = c->capabilities | (handles ? capabilities_file_handles() & c->modcaps_keep : 0);
+        r = capabilities_apply(caps, sandbox_netns_fd(), task_dir);
         if (r < 0)
                 return log_error_errno(r, "Cannot drop capabilities: %m");
-        r = seccomp_install(c->seccomp);
+        r = seccomp_install(c->seccomp, handles);
         if (r < 0)
                 return log_error_errno(r, "Cannot install the seccomp filter: %m");
-        log_debug("Sandbox %s, seccomp %s, capabilities 0x%" PRIx64, sandbox_mode_to_string(c->sandbox),
-                  syscall_filter_to_string(c->seccomp), c->capabilities);
+        log_debug("Sandbox %s, seccomp %s, capabilities 0x%" PRIx64 ", file handles %s",
+                  sandbox_mode_to_string(c->sandbox), syscall_filter_to_string(c->seccomp), caps,
+                  handles ? "in use" : "not in use");
         return 0;
 }
 
@@ -101,9 +108,9 @@ static void log_startup_notes(const Config *c) {
                 log_info("-f has no effect: vufsd always runs in the foreground");
         if (c->deprecated_fallback)
                 log_warning("Use of deprecated value 'fallback' for --inode-file-handles: use 'prefer'");
-        if (c->inode_file_handles == INODE_FILE_HANDLES_PREFER)
-                log_notice("--inode-file-handles=prefer: vufsd does not generate file handles yet; every inode "
-                           "falls back to an O_PATH file descriptor, as prefer allows");
+        if (c->handles_dropped_by_modcaps)
+                log_notice("--modcaps removes dac_read_search, which file handles need: --inode-file-handles=prefer "
+                           "works as never");
         if (c->migration_given)
                 log_notice("Migration options accepted (mode %s, on error %s%s%s): vufsd cannot migrate the "
                            "device state yet (that needs VHOST_USER_PROTOCOL_F_DEVICE_STATE, in QEMU newer than "

@@ -53,6 +53,7 @@ START_TEST(test_full_file) {
                               "Cache=never\n"
                               "Xattr=true\n"
                               "ReadOnly=yes\n"
+                              "InodeFileHandles=mandatory\n"
                               "Options=no_flock,timeout=2.5,writeback\n"
                               "[Threads]\n"
                               "Mode=auto\n"
@@ -63,6 +64,7 @@ START_TEST(test_full_file) {
                               "Sandbox=chroot\n"
                               "Seccomp=log\n"
                               "RlimitNofile=4096\n"
+                              "AllowHandlesBeyondShare=yes\n"
                               "[Service]\n"
                               "LogLevel=debug\n"
                               "KeepListening=true\n",
@@ -72,6 +74,8 @@ START_TEST(test_full_file) {
         ck_assert_int_eq(c.fs.cache, CACHE_NEVER);
         ck_assert(c.fs.xattr);
         ck_assert(c.fs.readonly);
+        ck_assert_int_eq(c.fs.inode_file_handles, INODE_FILE_HANDLES_MANDATORY);
+        ck_assert(c.fs.handles_beyond_share);
         ck_assert(!c.fs.flock);
         ck_assert(c.fs.writeback);
         ck_assert(c.fs.timeout > 2.49 && c.fs.timeout < 2.51);
@@ -116,6 +120,8 @@ START_TEST(test_bad_files) {
                 "[Share]\nDirectry=/x\n",
                 "[Shares]\nDirectory=/x\n",
                 "[Share]\nXattr=maybe\n",
+                "[Share]\nInodeFileHandles=always\n",
+                "[Security]\nAllowHandlesBeyondShare=perhaps\n",
                 "[Share]\nOptions=xattr,bogus\n",
                 "[Share]\nOptions=timeout=-1\n",
                 "[Threads]\nMode=fast\n",

@@ -55,7 +55,7 @@ START_TEST(test_rust_options_typed) {
         ck_assert_int_eq(c.posix_acl_mode, FEATURE_AUTO);
         ck_assert_int_eq(c.security_label_mode, FEATURE_ALWAYS); /* the bare flag */
         ck_assert_uint_eq(c.rlimit_nofile, 4096);
-        ck_assert_int_eq(c.inode_file_handles, INODE_FILE_HANDLES_PREFER);
+        ck_assert_int_eq(c.fs.inode_file_handles, INODE_FILE_HANDLES_PREFER);
         ck_assert_int_eq(c.migration_on_error, MIGRATION_ON_ERROR_GUEST_ERROR);
         ck_assert(c.migration_verify_handles && c.migration_given);
         ck_assert(c.syslog);
@@ -71,6 +71,31 @@ START_TEST(test_rust_options_typed) {
 }
 END_TEST
 
+/* Every --inode-file-handles mode is accepted; whether the share can use handles is decided when
+ * it is opened (test-frontend-handles). */
+START_TEST(test_file_handle_modes) {
+        Config c;
+
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/srv", "--fd=3", "--inode-file-handles=mandatory",
+                               "--allow-handles-beyond-share"),
+                         0);
+        ck_assert_int_eq(c.fs.inode_file_handles, INODE_FILE_HANDLES_MANDATORY);
+        ck_assert(c.fs.handles_beyond_share);
+        ck_assert_int_eq(config_verify(&c), 0);
+        config_done(&c);
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/srv", "--fd=3", "--inode-file-handles=never"), 0);
+        ck_assert_int_eq(c.fs.inode_file_handles, INODE_FILE_HANDLES_NEVER);
+        ck_assert_int_eq(config_verify(&c), 0);
+        config_done(&c);
+        /* Without the capability handles need, prefer is never. */
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/srv", "--fd=3", "--modcaps=-dac_read_search"), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        ck_assert_int_eq(c.fs.inode_file_handles, INODE_FILE_HANDLES_NEVER);
+        ck_assert(c.handles_dropped_by_modcaps);
+        config_done(&c);
+}
+END_TEST
+
 START_TEST(test_defaults) {
         Config c;
 
@@ -78,7 +103,9 @@ START_TEST(test_defaults) {
         ck_assert(c.fs.announce_submounts); /* on by default, as in the Rust virtiofsd */
         ck_assert(!c.fs.killpriv_v2 && !c.fs.writeback && !c.fs.allow_mmap && c.fs.readdirplus);
         ck_assert_int_eq(c.posix_acl_mode, FEATURE_NEVER);
-        ck_assert_int_eq(c.inode_file_handles, INODE_FILE_HANDLES_NEVER);
+        /* prefer, as in the Rust virtiofsd since 2025: handles where the share allows them */
+        ck_assert_int_eq(c.fs.inode_file_handles, INODE_FILE_HANDLES_PREFER);
+        ck_assert(!c.fs.handles_beyond_share);
         ck_assert_int_eq(c.sandbox, sandbox_mode_default());
         ck_assert_int_eq(c.seccomp, syscall_filter_default());
         ck_assert_uint_eq(c.capabilities, capabilities_default(false));
@@ -176,7 +203,7 @@ START_TEST(test_short_and_deprecated) {
         ck_assert_int_eq(c.log_level, LOG_DEBUG);
         ck_assert(c.deprecated_d && c.deprecated_f && c.deprecated_socket && c.deprecated_fallback);
         ck_assert_str_eq(c.socket_path, "/run/old.sock");
-        ck_assert_int_eq(c.inode_file_handles, INODE_FILE_HANDLES_PREFER);
+        ck_assert_int_eq(c.fs.inode_file_handles, INODE_FILE_HANDLES_PREFER);
         config_done(&c);
 }
 END_TEST
@@ -229,8 +256,8 @@ START_TEST(test_verify_refusals) {
                 { "--fd=3", "--socket-group=kvm", NULL },
                 { "--migration-mode=file-handles", "--migration-confirm-paths", NULL },
                 { "--migration-mode=file-handles", "--migration-verify-handles", NULL },
+                { "--inode-file-handles=mandatory", "--modcaps=-dac_read_search", NULL },
                 { "--translate-uid=map:0:0:1", "--posix-acl", NULL },
-                { "--inode-file-handles=mandatory", NULL },
                 { "--uid-map=:1:1000:1:", NULL }, /* namespace uid 0 unmapped */
                 { "--sandbox=none", "--gid-map=:0:100000:10:", NULL }, /* no user namespace */
                 { "--threads=pool", "--thread-pool-size=0", NULL },
@@ -515,6 +542,7 @@ static void add_tests(Suite *s) {
 
         tcase_add_test(tc, test_rust_options_typed);
         tcase_add_test(tc, test_defaults);
+        tcase_add_test(tc, test_file_handle_modes);
         tcase_add_test(tc, test_last_wins);
         tcase_add_test(tc, test_o_forms);
         tcase_add_test(tc, test_short_and_deprecated);

@@ -123,21 +123,21 @@ START_TEST(test_find_lookup) {
         snprintf(p2, sizeof p2, "%s/x-link", dir);
         ck_assert_int_eq(link(p1, p2), 0);
         ck_assert_int_eq(statx(AT_FDCWD, p2, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &stx), 0);
-        ck_assert_ptr_null(inode_map_find_lookup(map, &stx)); /* not held yet */
+        ck_assert_ptr_null(inode_map_find_lookup(map, &stx, NULL)); /* not held yet */
         a = look("x");
         ck_assert_uint_eq(budget.used, 2);
-        b = inode_map_find_lookup(map, &stx);
+        b = inode_map_find_lookup(map, &stx, NULL);
         ck_assert_ptr_eq(a, b);
         ck_assert_uint_eq(a->nlookup, 2);
         ck_assert_uint_eq(budget.used, 2); /* no fd taken */
         inode_unref(b);
         stx.stx_mode = (stx.stx_mode & ~S_IFMT) | S_IFDIR;
-        ck_assert_ptr_null(inode_map_find_lookup(map, &stx));
+        ck_assert_ptr_null(inode_map_find_lookup(map, &stx, NULL));
         ck_assert_uint_eq(a->nlookup, 2);
         /* Forgotten: no longer found. */
         inode_map_forget(map, a->nodeid, 2);
         stx.stx_mode = (stx.stx_mode & ~S_IFMT) | S_IFREG;
-        ck_assert_ptr_null(inode_map_find_lookup(map, &stx));
+        ck_assert_ptr_null(inode_map_find_lookup(map, &stx, NULL));
         inode_unref(a);
 }
 END_TEST
@@ -245,8 +245,9 @@ static void *race_main(void *arg) {
 
                 snprintf(name, sizeof name, "race%u", k);
                 snprintf(path, sizeof path, "%s/%s", dir, name);
-                ck_assert_int_eq(statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &stx), 0);
-                i = inode_map_find_lookup(map, &stx);
+                ck_assert_int_eq(statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &stx),
+                                 0);
+                i = inode_map_find_lookup(map, &stx, NULL);
                 if (i)
                         t->seen++; /* found a node another thread holds, without an fd */
                 else

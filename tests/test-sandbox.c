@@ -17,6 +17,7 @@
 #include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "capabilities.h"
@@ -42,6 +43,7 @@ static void setup(void) {
 }
 
 static void teardown(void) {
+        (void) umount2(h->share, MNT_DETACH); /* test_file_handle_caps' tmpfs, if any */
         h = fe_harness_free(h);
 }
 
@@ -469,6 +471,49 @@ START_TEST(test_none) {
 }
 END_TEST
 
+/* --inode-file-handles: CAP_DAC_READ_SEARCH (for open_by_handle_at) only while inodes are remembered
+ * by handle: on a share of its own with prefer (the default) or mandatory, not with never, and not
+ * on the other tests' shares (subdirectories of /tmp's filesystem, where prefer falls back).
+ * exercise() then works by handle under the kill filter. */
+START_TEST(test_file_handle_caps) {
+        const char *const prefer[] = { "--sandbox=namespace", "--seccomp=kill", "--bus=none", NULL };
+        const char *const never[] = { "--sandbox=namespace", "--seccomp=kill", "--bus=none",
+                                      "--inode-file-handles=never", NULL };
+        const char *const modcaps[] = { "--sandbox=chroot", "--seccomp=kill", "--bus=none",
+                                        "--modcaps=-dac_read_search", NULL };
+        pid_t sup, w;
+
+        ck_assert_msg(mount("tmpfs", h->share, "tmpfs", 0, "mode=0755") == 0, "mount tmpfs: %m");
+        spawn(prefer);
+        sup = h->backend->pid;
+        w = worker_of(sup);
+        ck_assert_int_gt(w, 0);
+        assert_locked_down(w, DEFAULT_CAPS | BIT(CAP_DAC_READ_SEARCH));
+        exercise(w, DEFAULT_CAPS | BIT(CAP_DAC_READ_SEARCH), sup, true);
+        stop_and_check();
+
+        /* A fresh share: exercise() makes the same names again. */
+        ck_assert_int_eq(umount2(h->share, MNT_DETACH), 0);
+        ck_assert_msg(mount("tmpfs", h->share, "tmpfs", 0, "mode=0755") == 0, "mount tmpfs: %m");
+        spawn(never);
+        w = worker_of(h->backend->pid);
+        ck_assert_int_gt(w, 0);
+        assert_locked_down(w, DEFAULT_CAPS);
+        exercise(w, DEFAULT_CAPS, h->backend->pid, true);
+        stop_and_check();
+
+        /* --modcaps without it: prefer works as never (test-config: mandatory is refused). */
+        ck_assert_int_eq(umount2(h->share, MNT_DETACH), 0);
+        ck_assert_msg(mount("tmpfs", h->share, "tmpfs", 0, "mode=0755") == 0, "mount tmpfs: %m");
+        spawn(modcaps);
+        w = worker_of(h->backend->pid);
+        ck_assert_int_gt(w, 0);
+        assert_locked_down(w, DEFAULT_CAPS);
+        exercise(w, DEFAULT_CAPS, h->backend->pid, false);
+        stop_and_check();
+}
+END_TEST
+
 /* Without CAP_SYS_ADMIN there are no namespaces: vufsd must refuse to run, not run unconfined. */
 START_TEST(test_fail_closed) {
         const char *bin = getenv("VUFSD_BINARY");
@@ -760,6 +805,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_chroot_modcaps);
         tcase_add_test(tc, test_privileged_files_caps);
         tcase_add_test(tc, test_none);
+        tcase_add_test(tc, test_file_handle_caps);
         tcase_add_test(tc, test_fail_closed);
         tcase_add_test(tc, test_notify_relay);
         tcase_add_test(tc, test_notify_relay_chroot);

@@ -31,6 +31,7 @@ static pid_t parent_pid;
 /* Which filter run_filtered() installs: the daemon's, or the supervisor's (sandbox.c) with the
  * test process as the daemon it watches, with or without the socket-file calls. */
 static bool supervisor, supervisor_files;
+static bool file_handles; /* the daemon's filter with --inode-file-handles in use */
 
 #ifdef __SANITIZE_ADDRESS__
 static const bool sanitizer_build = true;
@@ -51,7 +52,9 @@ static int run_filtered(SyscallFilter f, Action action, char *err, size_t errlen
         if (pid == 0) {
                 close(p[0]);
                 dup2(p[1], STDERR_FILENO);
-                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || (supervisor ? seccomp_install_supervisor(f, parent_pid, supervisor_files) : seccomp_install(f)) < 0)
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+                    (supervisor ? seccomp_install_supervisor(f, parent_pid, supervisor_files)
+                                : seccomp_install(f, file_handles)) < 0)
                         _exit(90);
                 action();
                 _exit(0);
@@ -144,7 +147,31 @@ static void do_execve(void) {
 }
 
 static void do_ptrace(void) {
-        (void) syscall(SYS_ptrace, 0 /* PTRACE_TRACEME */, 0, 0, 0);
+        (void)syscall(SYS_ptrace, 0 /* PTRACE_TRACEME */, 0, 0, 0);
+}
+
+/* What --inode-file-handles makes: a handle of "/", opened again by it. */
+static void do_file_handle(void) {
+        struct {
+                struct file_handle fh;
+                unsigned char buf[MAX_HANDLE_SZ];
+        } h = { .fh.handle_bytes = MAX_HANDLE_SZ };
+        int mnt, fd, dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        if (dir < 0 || name_to_handle_at(dir, "", &h.fh, &mnt, AT_EMPTY_PATH) < 0)
+                _exit(91);
+        fd = open_by_handle_at(dir, &h.fh, O_PATH | O_CLOEXEC);
+        if (fd < 0 && errno != EPERM) /* EPERM: no CAP_DAC_READ_SEARCH, but the call was made */
+                _exit(92);
+        _exit(0);
+}
+
+static void do_open_by_handle(void) {
+        struct {
+                struct file_handle fh;
+                unsigned char buf[8];
+        } h = { .fh.handle_bytes = 8 };
+        (void)open_by_handle_at(AT_FDCWD, &h.fh, O_PATH);
 }
 
 static void assert_killed(SyscallFilter f, Action a, const char *what) {
@@ -233,6 +260,21 @@ START_TEST(test_kill) {
 }
 END_TEST
 
+/* name_to_handle_at and open_by_handle_at only in the filter of a daemon that uses file handles:
+ * with CAP_DAC_READ_SEARCH, open_by_handle_at opens any inode of a filesystem by a guessed handle. */
+START_TEST(test_file_handle_calls) {
+        int st;
+
+        file_handles = false;
+        assert_killed(SYSCALL_FILTER_KILL, do_file_handle, "name_to_handle_at without file handles");
+        assert_killed(SYSCALL_FILTER_KILL, do_open_by_handle, "open_by_handle_at without file handles");
+        file_handles = true;
+        st = run_filtered(SYSCALL_FILTER_KILL, do_file_handle, NULL, 0);
+        file_handles = false;
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "with file handles: status 0x%x", st);
+}
+END_TEST
+
 START_TEST(test_trap_names_the_call) {
         char err[512];
         char want[64];
@@ -258,7 +300,7 @@ START_TEST(test_log) {
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
                 close(p[0]);
-                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_install(SYSCALL_FILTER_LOG) < 0)
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_install(SYSCALL_FILTER_LOG, false) < 0)
                         _exit(90);
                 do_sysinfo();
                 do_inet_socket();
@@ -303,6 +345,7 @@ static Suite *seccomp_suite(void) {
         tcase_add_test(tc, test_log);
         tcase_add_test(tc, test_names);
         tcase_add_test(tc, test_allowed_calls_work);
+        tcase_add_test(tc, test_file_handle_calls);
         tcase_add_test(tc, test_kill);
         tcase_add_test(tc, test_trap_names_the_call);
         tcase_add_test(tc, test_none);

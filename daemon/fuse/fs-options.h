@@ -31,6 +31,15 @@ typedef enum FeatureMode {
 const char *feature_mode_to_string(FeatureMode m);
 FeatureMode feature_mode_from_string(const char *s);
 
+/* --inode-file-handles (the Rust virtiofsd's modes; "fallback" is its deprecated alias of prefer). */
+typedef enum InodeFileHandles {
+        INODE_FILE_HANDLES_NEVER,
+        INODE_FILE_HANDLES_PREFER,
+        INODE_FILE_HANDLES_MANDATORY,
+        _INODE_FILE_HANDLES_MAX,
+        _INODE_FILE_HANDLES_INVALID = -EINVAL,
+} InodeFileHandles;
+
 typedef struct XattrMap XattrMap;
 /* --translate-uid/--translate-gid tables (passthrough/id-translate.h): the filesystem's business,
  * opaque to the FUSE server. */
@@ -65,11 +74,15 @@ typedef struct FsOptions {
          * (off: they would be usable by host users, docs/security.md). */
         bool privileged_files;
         uint64_t max_fds; /* fd budget for guest-held inodes and handles; 0 = derive from RLIMIT_NOFILE */
+        InodeFileHandles inode_file_handles; /* --inode-file-handles */
+        /* --allow-handles-beyond-share: handles even when the share is a subtree of its filesystem
+         * (docs/security.md: they reach the whole filesystem then). */
+        bool handles_beyond_share;
         uint64_t dir_buffer_max; /* bytes of directory read-ahead over all handles; 0 = the default */
 } FsOptions;
 
 #define FS_OPTIONS_DEFAULT                                                                                            \
         (FsOptions) {                                                                                                 \
                 .cache = CACHE_AUTO, .timeout = -1, .readdirplus = true, .posix_lock = true, .flock = true,           \
-                .announce_submounts = true,                                                                           \
+                .announce_submounts = true, .inode_file_handles = INODE_FILE_HANDLES_PREFER,                          \
         }

@@ -88,6 +88,7 @@ static void inode_destroy(Inode *i) {
                 g_hash_table_destroy(i->plocks);
         pthread_mutex_destroy(&i->plock_mutex);
         fd_budget_close(i->map->budget, i->fd);
+        free(i->handle);
         free(i);
 }
 
@@ -128,6 +129,7 @@ static Inode *inode_alloc(InodeMap *m, int fd, const struct statx *stx) {
                 return NULL;
         i->map = m;
         i->fd = fd;
+        i->mount_fd = -1;
         i->key = inode_key_from_statx(stx);
         i->type = stx->stx_mode & S_IFMT;
         i->shard = key_shard(&i->key);
@@ -195,13 +197,28 @@ static void nlookup_inc(Inode *i) {
                 i->nlookup++;
 }
 
-Inode *inode_map_find_lookup(InodeMap *m, const struct statx *stx) {
+/* Whether a node and a new sighting (handle h, NULL when it has none) can be one inode: a node
+ * that holds an fd pins its inode, so its number is not recycled while it lives; one remembered
+ * by handle must have that very handle (it carries the generation the filesystem gives a reused
+ * number). */
+static bool same_inode(const Inode *i, const struct file_handle *h) {
+        if (!i->handle)
+                return true;
+        return h && h->handle_type == i->handle->handle_type && h->handle_bytes == i->handle->handle_bytes &&
+               memcmp(h->f_handle, i->handle->f_handle, h->handle_bytes) == 0;
+}
+
+Inode *inode_map_find_lookup(InodeMap *m, const struct statx *stx, const struct file_handle *h) {
         InodeKey key = inode_key_from_statx(stx);
         InodeShard *s = &m->shards[key_shard(&key)];
         Inode *i;
 
         pthread_mutex_lock(&s->lock);
         i = g_hash_table_lookup(s->by_key, &key);
+        if (i && !same_inode(i, h)) {
+                g_hash_table_remove(s->by_key, &i->key); /* stale: see inode-map.h */
+                i = NULL;
+        }
         if (i && i->type == (stx->stx_mode & S_IFMT)) {
                 nlookup_inc(i);
                 inode_ref(i);
@@ -211,7 +228,8 @@ Inode *inode_map_find_lookup(InodeMap *m, const struct statx *stx) {
         return i;
 }
 
-int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **ret) {
+/* fd (O_PATH, one budget fd) or handle h on mount_fd, whichever the new node is to keep. */
+static int add_lookup(InodeMap *m, int fd, struct file_handle *h, int mount_fd, const struct statx *stx, Inode **ret) {
         Inode *i, *n;
         InodeShard *s;
         unsigned idx;
@@ -220,15 +238,19 @@ int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **r
         n = inode_alloc(m, fd, stx);
         if (!n) {
                 fd_budget_close(m->budget, fd);
+                free(h);
                 return -ENOMEM;
         }
+        n->handle = h;
+        n->mount_fd = h ? mount_fd : -1;
         idx = n->shard;
         s = &m->shards[idx];
         pthread_mutex_lock(&s->lock);
         i = g_hash_table_lookup(s->by_key, &n->key);
-        if (i && (i->type != n->type)) {
-                /* Same (dev, ino) but another type: the old node's file is gone and the number was
-                 * recycled while we held no pin on it. The new file gets its own node. */
+        if (i && (i->type != n->type || !same_inode(i, n->handle) || (i->handle && !n->handle))) {
+                /* Same (dev, ino) but another type, or another handle: the old node's file is gone
+                 * and the number was recycled while we held no pin on it. The new file gets its own
+                 * node. (A node by handle and a sighting without one cannot be compared: new node.) */
                 g_hash_table_remove(s->by_key, &i->key);
                 i = NULL;
         }
@@ -247,11 +269,21 @@ int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **r
         pthread_mutex_unlock(&s->lock);
         if (n) {
                 pthread_mutex_destroy(&n->plock_mutex);
+                free(n->handle);
                 free(n);
                 fd_budget_close(m->budget, fd);
         }
         *ret = i;
         return 0;
+}
+
+int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **ret) {
+        return add_lookup(m, fd, NULL, -1, stx, ret);
+}
+
+int inode_map_add_lookup_handle(InodeMap *m, struct file_handle *h, int mount_fd, const struct statx *stx,
+                                Inode **ret) {
+        return add_lookup(m, -1, h, mount_fd, stx, ret);
 }
 
 void inode_map_lookup_again(Inode *i) {

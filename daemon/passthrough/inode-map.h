@@ -1,4 +1,5 @@
-/* inode-map.h: guest-visible inodes: integer nodeids over O_PATH handles, with lookup counts. */
+/* inode-map.h: guest-visible inodes: integer nodeids over O_PATH fds or file handles, with lookup
+ * counts. */
 #pragma once
 
 #include <pthread.h>
@@ -28,8 +29,12 @@ typedef struct InodeKey {
 
 typedef struct Inode {
         InodeMap *map;
-        uint64_t nodeid;  /* never 0, never reused while the map lives; root = 1 */
-        int fd;           /* O_PATH|O_NOFOLLOW handle, owned */
+        uint64_t nodeid; /* never 0, never reused while the map lives; root = 1 */
+        int fd; /* O_PATH|O_NOFOLLOW handle, owned; -1 when remembered by handle */
+        /* --inode-file-handles: the inode's file handle (owned) and the mount fd it opens on
+         * (borrowed from the Passthrough's MountFds, which outlive every inode), when fd is -1. */
+        struct file_handle *handle;
+        int mount_fd;
         InodeKey key;
         mode_t type;      /* S_IFMT bits, fixed for the inode's life */
         unsigned shard;   /* index of the shard that holds it */
@@ -72,9 +77,20 @@ static inline void inode_unrefp(Inode **i) {
  * in-flight reference. */
 int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **ret);
 
+/* The same for an inode remembered by its file handle h (taken over, freed when the inode is
+ * already known) on mount_fd: the new node holds no fd. */
+struct file_handle;
+int inode_map_add_lookup_handle(InodeMap *m, struct file_handle *h, int mount_fd, const struct statx *stx,
+                                Inode **ret);
+
 /* Counts one guest lookup of the inode stx describes if the map already holds it (same key and
- * type) and returns it with one in-flight reference; NULL (nothing counted) otherwise. */
-Inode *inode_map_find_lookup(InodeMap *m, const struct statx *stx);
+ * type) and returns it with one in-flight reference; NULL (nothing counted) otherwise. An inode
+ * remembered by handle pins nothing, so its key may be a recycled inode number of a new file: it
+ * matches only when h (the handle the name has now, NULL if none could be made) is its handle;
+ * otherwise it is stale, and loses its key so the new file gets a node of its own (the old nodeid
+ * stays valid until forgotten, and answers ESTALE). */
+struct file_handle;
+Inode *inode_map_find_lookup(InodeMap *m, const struct statx *stx, const struct file_handle *h);
 
 /* Counts one more guest lookup of an inode the caller holds (e.g. LINK's existing node, "."). */
 void inode_map_lookup_again(Inode *i);

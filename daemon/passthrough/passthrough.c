@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "credentials.h"
+#include "file-handle.h"
+#include "log.h"
 #include "fd-budget.h"
 #include "dir-stream.h"
 #include "handle-map.h"
@@ -33,9 +35,9 @@
 #define STATX_WANT (STATX_BASIC_STATS | STATX_MNT_ID)
 
 /* Open flags a guest may pass through to the host for I/O; everything else is dropped. */
-#define OPEN_FLAGS_ALLOWED                                                                         \
-        (O_ACCMODE | O_APPEND | O_TRUNC | O_DIRECT | O_SYNC | O_DSYNC | O_NOATIME | O_NONBLOCK |    \
-         O_LARGEFILE | O_DIRECTORY | O_EXCL)
+#define OPEN_FLAGS_ALLOWED                                                                                            \
+        (O_ACCMODE | O_APPEND | O_TRUNC | O_DIRECT | O_SYNC | O_DSYNC | O_NOATIME | O_NONBLOCK | O_LARGEFILE |        \
+         O_DIRECTORY | O_EXCL)
 
 static Inode *get_inode(Passthrough *p, uint64_t nodeid) {
         return inode_map_get(p->inodes, nodeid);
@@ -65,9 +67,35 @@ static void stat_from_statx(struct stat *st, const struct statx *x) {
         };
 }
 
-static int stat_inode(Inode *i, struct stat *st) {
+int inode_fd(Passthrough *p, Inode *i, InodeFd *ret, struct statx *ret_stx) {
+        int fd, r;
+
+        *ret = INODE_FD_NULL;
+        if (i->fd >= 0) {
+                if (ret_stx) {
+                        r = statx_fd(i->fd, ret_stx);
+                        if (r < 0)
+                                return r;
+                }
+                *ret = (InodeFd){ .budget = &p->budget, .fd = i->fd };
+                return 0;
+        }
+        /* Remembered by handle: opened for this operation only, and checked to be the inode. */
+        if (!fd_budget_take(&p->budget))
+                return -ENFILE;
+        fd = file_handle_open_checked(i->mount_fd, i->handle, i->key.dev, i->key.ino, O_PATH, ret_stx);
+        if (fd < 0) {
+                fd_budget_release(&p->budget);
+                return fd;
+        }
+        *ret = (InodeFd){ .budget = &p->budget, .fd = fd, .owned = true };
+        return 0;
+}
+
+static int stat_inode(Passthrough *p, Inode *i, struct stat *st) {
+        _cleanup_(inode_fd_done) InodeFd f = INODE_FD_NULL;
         struct statx stx;
-        int r = statx_fd(i->fd, &stx);
+        int r = inode_fd(p, i, &f, &stx);
         if (r < 0)
                 return r;
         stat_from_statx(st, &stx);
@@ -82,7 +110,9 @@ void proc_name(char buf[static 16], int fd) {
  * files and directories: opening a device node or FIFO the guest created would reach host devices
  * or block (CVE-2020-35517). */
 int open_inode(Passthrough *p, Inode *i, int flags) {
+        _cleanup_(inode_fd_done) InodeFd f = INODE_FD_NULL;
         char name[16];
+        int r;
 
         if (i->type == S_IFLNK)
                 return -ELOOP;
@@ -91,7 +121,12 @@ int open_inode(Passthrough *p, Inode *i, int flags) {
         if (i->type == S_IFDIR && (flags & O_ACCMODE) != O_RDONLY)
                 return -EISDIR;
         flags &= OPEN_FLAGS_ALLOWED & ~O_EXCL;
-        proc_name(name, i->fd);
+        /* By handle too through an O_PATH fd first: it is checked to be the inode before anything
+         * opens it for I/O. */
+        r = inode_fd(p, i, &f, NULL);
+        if (r < 0)
+                return r;
+        proc_name(name, f.fd);
         return fd_budget_openat(&p->budget, p->proc_self_fd, name, flags | O_CLOEXEC, 0);
 }
 
@@ -124,12 +159,13 @@ static mode_t guest_mode(const Passthrough *p, mode_t mode, bool dir) {
 
 /* Clears setuid, and setgid when group-executable, as an unprivileged write or truncate would. */
 static int kill_suidgid(Passthrough *p, Inode *i, int io_fd) {
+        _cleanup_(inode_fd_done) InodeFd f = INODE_FD_NULL;
         struct statx stx;
         mode_t mode;
         char name[16];
         int r;
 
-        r = statx_fd(i->fd, &stx);
+        r = inode_fd(p, i, &f, &stx);
         if (r < 0)
                 return r;
         if (i->type != S_IFREG)
@@ -143,7 +179,7 @@ static int kill_suidgid(Passthrough *p, Inode *i, int io_fd) {
         if (io_fd >= 0)
                 r = fchmod(io_fd, mode);
         else {
-                proc_name(name, i->fd);
+                proc_name(name, f.fd);
                 r = fchmodat(p->proc_self_fd, name, mode, 0);
         }
         return r < 0 ? negative_errno() : 0;
@@ -161,6 +197,44 @@ static bool is_submount(const Inode *dir, const struct statx *stx) {
         return k.dev != dir->key.dev;
 }
 
+/* In prefer mode, said once: which inodes keep an fd after all, and why. */
+static void handle_fallback_note(Passthrough *p, int err) {
+        if (!atomic_exchange(&p->handle_fallback_logged, true))
+                log_notice("--inode-file-handles=prefer: an inode keeps an O_PATH fd, no file handle (%s); "
+                           "others may too, this is said once",
+                           err == -EXDEV   ? "its mount is a subtree of a larger filesystem"
+                           : err == -E2BIG ? "too many mounts in the share"
+                                           : strerror(-err));
+}
+
+/* Counts a guest lookup of the inode fd (O_PATH, one budget fd, taken over) refers to: by file
+ * handle when the share uses them (the fd is closed then), else by fd. In prefer mode an inode
+ * that cannot have a handle (a filesystem without them below a submount, a mount that is a
+ * subtree, the mount table full) keeps its fd; in mandatory mode that is the lookup's error. */
+static int remember_inode(Passthrough *p, int fd, const struct statx *stx, Inode **ret) {
+        struct file_handle *h;
+        int mnt_id, err, mfd;
+
+        if (!p->use_handles)
+                return inode_map_add_lookup(p->inodes, fd, stx, ret);
+        h = file_handle_of_fd(fd, &mnt_id, &err);
+        if (h) {
+                mfd = mount_fds_get(&p->mounts, mnt_id, fd);
+                if (mfd >= 0) {
+                        fd_budget_close(&p->budget, fd);
+                        return inode_map_add_lookup_handle(p->inodes, h, mfd, stx, ret);
+                }
+                free(h);
+                err = mfd;
+        }
+        if (p->handles_mandatory) {
+                fd_budget_close(&p->budget, fd);
+                return err == -EXDEV || err == -E2BIG ? -EOPNOTSUPP : err;
+        }
+        handle_fallback_note(p, err);
+        return inode_map_add_lookup(p->inodes, fd, stx, ret);
+}
+
 /* Counts a guest lookup of the child fd (O_PATH, one budget fd already taken) and fills e; dir (if
  * given) is the directory fd was found in, for the submount check. */
 static int entry_from_fd(Passthrough *p, int fd, const Inode *dir, FsEntry *e) {
@@ -173,7 +247,7 @@ static int entry_from_fd(Passthrough *p, int fd, const Inode *dir, FsEntry *e) {
                 fd_budget_close(&p->budget, fd);
                 return r;
         }
-        r = inode_map_add_lookup(p->inodes, fd, &stx, &i);
+        r = remember_inode(p, fd, &stx, &i);
         if (r < 0)
                 return r;
         *e = (FsEntry) { .nodeid = i->nodeid, .submount = dir && is_submount(dir, &stx) };
@@ -182,7 +256,8 @@ static int entry_from_fd(Passthrough *p, int fd, const Inode *dir, FsEntry *e) {
 }
 
 /* Looks name up in dir without following a symlink and counts the lookup. */
-static int lookup_child(Passthrough *p, Inode *dir, const char *name, FsEntry *e) {
+static int lookup_child(Passthrough *p, Inode *dir, int dirfd, const char *name, FsEntry *e) {
+        _cleanup_free_ struct file_handle *h = NULL;
         _cleanup_(inode_unrefp) Inode *i = NULL;
         struct statx stx;
         int fd;
@@ -192,27 +267,33 @@ static int lookup_child(Passthrough *p, Inode *dir, const char *name, FsEntry *e
          * O_PATH handle path below costs an open and a close more. The map's handle pins its inode,
          * so a matching (dev, ino, mount) cannot be a recycled number: the name referred to this
          * very inode when statx looked, as if the lookup had happened at that moment. */
-        if (statx(dir->fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_SYNC_AS_STAT, STATX_WANT, &stx) < 0)
+        if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_SYNC_AS_STAT, STATX_WANT, &stx) < 0)
                 return negative_errno();
-        i = inode_map_find_lookup(p->inodes, &stx);
+        if (p->use_handles) {
+                /* A node remembered by handle pins nothing: the handle the name has now tells the
+                 * same inode from a recycled number (inode-map.h). No fd is opened for it. */
+                int mnt_id, err;
+                h = file_handle_of_name(dirfd, name, &mnt_id, &err);
+        }
+        i = inode_map_find_lookup(p->inodes, &stx, h);
         if (i) {
                 *e = (FsEntry) { .nodeid = i->nodeid, .submount = is_submount(dir, &stx) };
                 stat_from_statx(&e->st, &stx);
                 return 0;
         }
 
-        fd = fd_budget_openat(&p->budget, dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+        fd = fd_budget_openat(&p->budget, dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
         if (fd < 0)
                 return fd;
         return entry_from_fd(p, fd, dir, e);
 }
 
 /* Counts one more lookup of an inode already held and fills e. */
-static int entry_again(Inode *i, FsEntry *e) {
+static int entry_again(Passthrough *p, Inode *i, FsEntry *e) {
         int r;
 
-        *e = (FsEntry) { .nodeid = i->nodeid };
-        r = stat_inode(i, &e->st);
+        *e = (FsEntry){ .nodeid = i->nodeid };
+        r = stat_inode(p, i, &e->st);
         if (r < 0)
                 return r;
         inode_map_lookup_again(i);
@@ -228,6 +309,21 @@ static int get_dir(Passthrough *p, uint64_t nodeid, Inode **ret) {
                 return -ENOTDIR;
         }
         *ret = i;
+        return 0;
+}
+
+/* The directory nodeid with an fd for one operation relative to it. */
+static int get_dir_fd(Passthrough *p, uint64_t nodeid, Inode **ret, InodeFd *ret_fd) {
+        _cleanup_(inode_unrefp) Inode *i = NULL;
+        int r;
+
+        r = get_dir(p, nodeid, &i);
+        if (r < 0)
+                return r;
+        r = inode_fd(p, i, ret_fd, NULL);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(i);
         return 0;
 }
 
@@ -249,6 +345,71 @@ static int open_proc_fd_dir(void) {
         return fd < 0 ? negative_errno() : fd;
 }
 
+/* --inode-file-handles at start: whether this share's inodes are remembered by handle. The root's
+ * handle must be made and opened (the filesystem supports handles, the daemon has
+ * CAP_DAC_READ_SEARCH), and the share's mount must show its whole filesystem, or handles would
+ * reach outside the share (docs/security.md). prefer falls back to never with a notice; mandatory
+ * refuses to start. */
+static int setup_handles(Passthrough *p, int root, const struct statx *stx) {
+        _cleanup_free_ struct file_handle *h = NULL;
+        const char *why = NULL;
+        int mnt_id, err = 0, fd, r, *whole = NULL;
+        size_t n_whole = 0;
+
+        if (p->opts.inode_file_handles == INODE_FILE_HANDLES_NEVER)
+                return 0;
+        p->handles_mandatory = p->opts.inode_file_handles == INODE_FILE_HANDLES_MANDATORY;
+        r = mountinfo_whole_fs_mounts(&whole, &n_whole);
+        if (r < 0 && !p->opts.handles_beyond_share)
+                log_debug("Cannot read /proc/self/mountinfo: %s", strerror(-r));
+        mount_fds_done(&p->mounts); /* the placeholder from passthrough_new() */
+        mount_fds_init(&p->mounts, &p->budget, whole, n_whole, p->opts.handles_beyond_share);
+
+        h = file_handle_of_fd(root, &mnt_id, &err);
+        if (!h)
+                why = err == -EOPNOTSUPP ? "the shared directory's filesystem cannot make file handles"
+                                         : "name_to_handle_at() of the shared directory failed";
+        if (!why) {
+                r = mount_fds_get(&p->mounts, mnt_id, root);
+                if (r == -EXDEV) {
+                        err = r;
+                        why = "the shared directory is a subdirectory (or a bind mount of one) of a larger "
+                              "filesystem, whose every file a handle could open; share a whole filesystem or "
+                              "pass --allow-handles-beyond-share";
+                } else if (r < 0) {
+                        err = r;
+                        why = "no mount fd for the shared directory";
+                }
+        }
+        if (!why) {
+                fd = file_handle_open_checked(r, h, inode_key_from_statx(stx).dev, stx->stx_ino, O_PATH, NULL);
+                if (fd == -EPERM) {
+                        err = fd;
+                        why = "open_by_handle_at() needs CAP_DAC_READ_SEARCH, which the daemon does not have";
+                } else if (fd < 0) {
+                        err = fd;
+                        why = "open_by_handle_at() of the shared directory's handle failed";
+                } else
+                        safe_close(fd);
+        }
+        if (!why) {
+                p->use_handles = true;
+                log_debug("--inode-file-handles=%s: inodes are remembered by file handle",
+                          p->handles_mandatory ? "mandatory" : "prefer");
+                return 0;
+        }
+        if (err == -EXDEV) /* why says it all */
+                err = 0;
+        if (p->handles_mandatory) {
+                log_error("--inode-file-handles=mandatory: %s%s%s%s", why, err ? " (" : "", err ? strerror(-err) : "",
+                          err ? ")" : "");
+                return err < 0 ? err : -EXDEV;
+        }
+        log_notice("--inode-file-handles=prefer: %s%s%s%s; every inode keeps an O_PATH fd, as with never", why,
+                   err ? " (" : "", err ? strerror(-err) : "", err ? ")" : "");
+        return 0;
+}
+
 int passthrough_new(Passthrough **ret, const FsOptions *opts) {
         _cleanup_(passthrough_freep) Passthrough *p = NULL;
         _cleanup_close_ int root = -1;
@@ -261,6 +422,7 @@ int passthrough_new(Passthrough **ret, const FsOptions *opts) {
         if (!p)
                 return -ENOMEM;
         p->proc_self_fd = -1;
+        mount_fds_init(&p->mounts, &p->budget, NULL, 0, false);
         p->opts = *opts;
         p->shared_dir = strdup(opts->shared_dir);
         if (!p->shared_dir)
@@ -288,7 +450,10 @@ int passthrough_new(Passthrough **ret, const FsOptions *opts) {
         r = inode_map_set_root(p->inodes, root, &stx);
         if (r < 0)
                 return r;
+        r = setup_handles(p, root, &stx); /* root stays valid: the root inode owns it now */
         TAKE_FD(root);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(p);
         return 0;
 }
@@ -299,6 +464,7 @@ Passthrough *passthrough_free(Passthrough *p) {
         /* Handles first: they hold references on inodes. */
         handle_map_free(p->handles);
         inode_map_free(p->inodes);
+        mount_fds_done(&p->mounts); /* after the inodes: they borrow the mount fds */
         safe_close(p->proc_self_fd);
         free(p->shared_dir);
         free(p);
@@ -321,6 +487,14 @@ unsigned passthrough_handle_count(Passthrough *p) {
         return handle_map_size(p->handles);
 }
 
+bool passthrough_uses_handles(Passthrough *p) {
+        return p->use_handles;
+}
+
+unsigned passthrough_mount_fd_count(Passthrough *p) {
+        return mount_fds_count(&p->mounts);
+}
+
 uint64_t passthrough_fds_used(Passthrough *p) {
         return atomic_load(&p->budget.used);
 }
@@ -337,6 +511,7 @@ static void pt_session_reset(void *fs, bool writeback) {
 static int pt_lookup(void *fs, const FsCtx *c, uint64_t parent, const char *name, FsEntry *ret) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *dir = NULL;
+        _cleanup_(inode_fd_done) InodeFd d = INODE_FD_NULL;
         int r, fd;
 
         r = get_dir(p, parent, &dir);
@@ -345,15 +520,18 @@ static int pt_lookup(void *fs, const FsCtx *c, uint64_t parent, const char *name
         /* "." is the directory itself, and ".." of the share root is the root: the guest never
          * sees what lies above the share. */
         if (strcmp(name, ".") == 0 || (dir->pinned && strcmp(name, "..") == 0))
-                return entry_again(dir, ret);
+                return entry_again(p, dir, ret);
+        r = inode_fd(p, dir, &d, NULL);
+        if (r < 0)
+                return r;
         if (strcmp(name, "..") == 0) {
-                fd = fd_budget_openat(&p->budget, dir->fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+                fd = fd_budget_openat(&p->budget, d.fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
                 if (fd < 0)
                         return fd;
                 /* No submount check: the parent of a mount root is not a submount of it. */
                 return entry_from_fd(p, fd, NULL, ret);
         }
-        return lookup_child(p, dir, name, ret);
+        return lookup_child(p, dir, d.fd, name, ret);
 }
 
 static void pt_forget(void *fs, uint64_t nodeid, uint64_t nlookup) {
@@ -374,13 +552,14 @@ static int pt_getattr(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, st
                 if (r < 0)
                         return r;
         }
-        return stat_inode(i, ret);
+        return stat_inode(p, i, ret);
 }
 
 static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr *a, struct stat *ret) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
         _cleanup_(handle_unrefp) Handle *h = NULL;
+        _cleanup_(inode_fd_done) InodeFd f = INODE_FD_NULL;
         char name[16];
         int r;
 
@@ -391,7 +570,10 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 if (r < 0)
                         return r;
         }
-        proc_name(name, i->fd);
+        r = inode_fd(p, i, &f, NULL);
+        if (r < 0)
+                return r;
+        proc_name(name, f.fd);
 
         if (a->valid & FS_SET_MODE) {
                 mode_t mode = guest_mode(p, a->mode & 07777, i->type == S_IFDIR);
@@ -412,7 +594,7 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 r = xattr_drop_capability(p, i, h ? h->fd : -1);
                 if (r < 0)
                         return r;
-                if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                if (fchownat(f.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
                         /* EINVAL: an id the user namespace does not map (docs/id-mapping.md). */
                         return errno == EINVAL ? -EPERM : negative_errno();
         }
@@ -460,24 +642,29 @@ static int pt_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                 if (h)
                         r = futimens(h->fd, ts);
                 else
-                        r = utimensat(i->fd, "", ts, AT_EMPTY_PATH);
+                        r = utimensat(f.fd, "", ts, AT_EMPTY_PATH);
                 if (r < 0)
                         return negative_errno();
         }
         /* ctime: the host sets it itself on every change above; it cannot be chosen. */
-        return stat_inode(i, ret);
+        inode_fd_done(&f);
+        return stat_inode(p, i, ret);
 }
 
 static int pt_readlink(void *fs, const FsCtx *c, uint64_t nodeid, char *buf, size_t size) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        _cleanup_(inode_fd_done) InodeFd f = INODE_FD_NULL;
         ssize_t n;
 
         if (!i)
                 return -EBADF;
         if (i->type != S_IFLNK)
                 return -EINVAL;
-        n = readlinkat(i->fd, "", buf, size);
+        n = inode_fd(p, i, &f, NULL);
+        if (n < 0)
+                return (int)n;
+        n = readlinkat(f.fd, "", buf, size);
         if (n < 0)
                 return negative_errno();
         if ((size_t) n >= size)
@@ -489,7 +676,7 @@ static int pt_readlink(void *fs, const FsCtx *c, uint64_t nodeid, char *buf, siz
 /* Gives a just-created entry e (name in dir; NULL for an unnamed O_TMPFILE) the security labels of
  * the request. When that fails the entry goes again, as if the creation had failed: the guest's
  * lookup is dropped and the name removed if it still names the new inode. */
-static int label_new_entry(Passthrough *p, const FsCtx *c, Inode *dir, const char *name, const FsEntry *e) {
+static int label_new_entry(Passthrough *p, const FsCtx *c, int dirfd, const char *name, const FsEntry *e) {
         _cleanup_(inode_unrefp) Inode *i = NULL;
         struct stat st;
         int r;
@@ -501,35 +688,36 @@ static int label_new_entry(Passthrough *p, const FsCtx *c, Inode *dir, const cha
         if (r >= 0)
                 return 0;
         inode_map_forget(p->inodes, e->nodeid, 1);
-        if (name && fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && st.st_dev == e->st.st_dev &&
+        if (name && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && st.st_dev == e->st.st_dev &&
             st.st_ino == e->st.st_ino)
-                (void) unlinkat(dir->fd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+                (void)unlinkat(dirfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
         return r;
 }
 
 /* Runs a creating operation as the caller, then looks the new name up and labels it. */
-typedef int (*CreateFn)(Inode *dir, const char *name, const void *arg);
+typedef int (*CreateFn)(int dirfd, const char *name, const void *arg);
 
 static int create_as_caller(Passthrough *p, const FsCtx *c, uint64_t parent, const char *name, CreateFn fn,
                             const void *arg, FsEntry *ret) {
         _cleanup_(inode_unrefp) Inode *dir = NULL;
+        _cleanup_(inode_fd_done) InodeFd d = INODE_FD_NULL;
         Credentials cr;
         int r;
 
-        r = get_dir(p, parent, &dir);
+        r = get_dir_fd(p, parent, &dir, &d);
         if (r < 0)
                 return r;
         r = credentials_enter(&cr, c->uid, c->gid, c->groups, c->n_groups, c->has_umask, c->umask);
         if (r < 0)
                 return r;
-        r = fn(dir, name, arg);
+        r = fn(d.fd, name, arg);
         credentials_leave(&cr);
         if (r < 0)
                 return r;
-        r = lookup_child(p, dir, name, ret);
+        r = lookup_child(p, dir, d.fd, name, ret);
         if (r < 0)
                 return r;
-        return label_new_entry(p, c, dir, name, ret);
+        return label_new_entry(p, c, d.fd, name, ret);
 }
 
 typedef struct MknodArgs {
@@ -537,9 +725,9 @@ typedef struct MknodArgs {
         dev_t rdev;
 } MknodArgs;
 
-static int do_mknod(Inode *dir, const char *name, const void *arg) {
+static int do_mknod(int dirfd, const char *name, const void *arg) {
         const MknodArgs *m = arg;
-        return mknodat(dir->fd, name, m->mode, m->rdev) < 0 ? negative_errno() : 0;
+        return mknodat(dirfd, name, m->mode, m->rdev) < 0 ? negative_errno() : 0;
 }
 
 static int pt_mknod(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
@@ -572,8 +760,8 @@ static int pt_mknod(void *fs, const FsCtx *c, uint64_t parent, const char *name,
         return create_as_caller(fs, c, parent, name, do_mknod, &m, ret);
 }
 
-static int do_mkdir(Inode *dir, const char *name, const void *arg) {
-        return mkdirat(dir->fd, name, *(const mode_t *) arg) < 0 ? negative_errno() : 0;
+static int do_mkdir(int dirfd, const char *name, const void *arg) {
+        return mkdirat(dirfd, name, *(const mode_t *)arg) < 0 ? negative_errno() : 0;
 }
 
 static int pt_mkdir(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, FsEntry *ret) {
@@ -581,9 +769,9 @@ static int pt_mkdir(void *fs, const FsCtx *c, uint64_t parent, const char *name,
         return create_as_caller(fs, c, parent, name, do_mkdir, &mode, ret);
 }
 
-static int do_symlink(Inode *dir, const char *name, const void *arg) {
+static int do_symlink(int dirfd, const char *name, const void *arg) {
         /* The target is stored as data; nothing here resolves it. */
-        return symlinkat((const char *) arg, dir->fd, name) < 0 ? negative_errno() : 0;
+        return symlinkat((const char *)arg, dirfd, name) < 0 ? negative_errno() : 0;
 }
 
 static int pt_symlink(void *fs, const FsCtx *c, uint64_t parent, const char *name, const char *target,
@@ -595,10 +783,11 @@ static int pt_symlink(void *fs, const FsCtx *c, uint64_t parent, const char *nam
 
 static int remove_name(Passthrough *p, uint64_t parent, const char *name, int flags) {
         _cleanup_(inode_unrefp) Inode *dir = NULL;
-        int r = get_dir(p, parent, &dir);
+        _cleanup_(inode_fd_done) InodeFd d = INODE_FD_NULL;
+        int r = get_dir_fd(p, parent, &dir, &d);
         if (r < 0)
                 return r;
-        return unlinkat(dir->fd, name, flags) < 0 ? negative_errno() : 0;
+        return unlinkat(d.fd, name, flags) < 0 ? negative_errno() : 0;
 }
 
 static int pt_unlink(void *fs, const FsCtx *c, uint64_t parent, const char *name) {
@@ -613,17 +802,18 @@ static int pt_rename(void *fs, const FsCtx *c, uint64_t parent, const char *name
                      const char *newname, unsigned flags) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *a = NULL, *b = NULL;
+        _cleanup_(inode_fd_done) InodeFd fa = INODE_FD_NULL, fb = INODE_FD_NULL;
         int r;
 
         if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
                 return -EINVAL;
-        r = get_dir(p, parent, &a);
+        r = get_dir_fd(p, parent, &a, &fa);
         if (r < 0)
                 return r;
-        r = get_dir(p, newparent, &b);
+        r = get_dir_fd(p, newparent, &b, &fb);
         if (r < 0)
                 return r;
-        if (syscall(SYS_renameat2, a->fd, name, b->fd, newname, flags) < 0)
+        if (syscall(SYS_renameat2, fa.fd, name, fb.fd, newname, flags) < 0)
                 return negative_errno();
         return 0;
 }
@@ -632,6 +822,7 @@ static int pt_link(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t newparent
                    FsEntry *ret) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid), *dir = NULL;
+        _cleanup_(inode_fd_done) InodeFd f = INODE_FD_NULL, d = INODE_FD_NULL;
         char name[16];
         int r;
 
@@ -639,15 +830,18 @@ static int pt_link(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t newparent
                 return -EBADF;
         if (i->type == S_IFDIR)
                 return -EPERM;
-        r = get_dir(p, newparent, &dir);
+        r = get_dir_fd(p, newparent, &dir, &d);
+        if (r < 0)
+                return r;
+        r = inode_fd(p, i, &f, NULL);
         if (r < 0)
                 return r;
         /* Linking the O_PATH handle through its /proc/self/fd entry names exactly the inode we hold
          * (no path is resolved) and needs no CAP_DAC_READ_SEARCH, unlike AT_EMPTY_PATH. */
-        proc_name(name, i->fd);
-        if (linkat(p->proc_self_fd, name, dir->fd, newname, AT_SYMLINK_FOLLOW) < 0)
+        proc_name(name, f.fd);
+        if (linkat(p->proc_self_fd, name, d.fd, newname, AT_SYMLINK_FOLLOW) < 0)
                 return negative_errno();
-        return entry_again(i, ret);
+        return entry_again(p, i, ret);
 }
 
 /* ---- files ---- */
@@ -700,7 +894,7 @@ static int register_open_file(Passthrough *p, int fd, int flags, FsEntry *ret, u
                 fd_budget_close(&p->budget, fd);
                 return r;
         }
-        r = inode_map_add_lookup(p->inodes, pfd, &stx, &i);
+        r = remember_inode(p, pfd, &stx, &i);
         if (r < 0) {
                 fd_budget_close(&p->budget, fd);
                 return r;
@@ -719,10 +913,11 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
                      bool kill_priv, FsEntry *ret, uint64_t *ret_fh) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *dir = NULL;
+        _cleanup_(inode_fd_done) InodeFd d = INODE_FD_NULL;
         Credentials cr;
         int fd, r, hflags;
 
-        r = get_dir(p, parent, &dir);
+        r = get_dir_fd(p, parent, &dir, &d);
         if (r < 0)
                 return r;
         if ((mode & S_IFMT) && (mode & S_IFMT) != S_IFREG)
@@ -733,7 +928,7 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
                 return r;
         /* O_EXCL first: an existing name is never opened by this call, so a FIFO or device node that
          * sits there (or a symlink) is never opened for I/O. */
-        fd = fd_budget_openat(&p->budget, dir->fd, name, hflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+        fd = fd_budget_openat(&p->budget, d.fd, name, hflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                               guest_mode(p, mode & 07777, false));
         r = MIN(fd, 0);
         credentials_leave(&cr);
@@ -741,7 +936,7 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
                 /* Plain O_CREAT on an existing file: open what is there, with the type checks of
                  * OPEN. */
                 FsEntry e;
-                r = lookup_child(p, dir, name, &e);
+                r = lookup_child(p, dir, d.fd, name, &e);
                 if (r < 0)
                         return r;
                 r = pt_open(p, c, e.nodeid, flags & ~O_CREAT, kill_priv, ret_fh);
@@ -763,7 +958,7 @@ static int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
         r = register_open_file(p, fd, hflags, ret, ret_fh);
         if (r < 0)
                 return r;
-        r = label_new_entry(p, c, dir, name, ret);
+        r = label_new_entry(p, c, d.fd, name, ret);
         if (r < 0)
                 (void) handle_map_remove(p->handles, *ret_fh, ret->nodeid, 0);
         return r;
@@ -773,10 +968,11 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
                       uint64_t *ret_fh) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *dir = NULL;
+        _cleanup_(inode_fd_done) InodeFd d = INODE_FD_NULL;
         Credentials cr;
         int fd, r, hflags;
 
-        r = get_dir(p, parent, &dir);
+        r = get_dir_fd(p, parent, &dir, &d);
         if (r < 0)
                 return r;
         hflags = host_open_flags(p, flags) & ~(O_DIRECTORY | O_EXCL | O_TRUNC | O_APPEND);
@@ -785,7 +981,7 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
         r = credentials_enter(&cr, c->uid, c->gid, c->groups, c->n_groups, c->has_umask, c->umask);
         if (r < 0)
                 return r;
-        fd = fd_budget_openat(&p->budget, dir->fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL),
+        fd = fd_budget_openat(&p->budget, d.fd, ".", hflags | O_TMPFILE | O_CLOEXEC | (flags & O_EXCL),
                               guest_mode(p, mode & 07777, false));
         r = MIN(fd, 0);
         credentials_leave(&cr);
@@ -795,7 +991,7 @@ static int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, in
         if (r < 0)
                 return r;
         /* Unnamed: when labelling fails, dropping the handle and the lookup removes the file. */
-        r = label_new_entry(p, c, dir, NULL, ret);
+        r = label_new_entry(p, c, d.fd, NULL, ret);
         if (r < 0)
                 (void) handle_map_remove(p->handles, *ret_fh, ret->nodeid, 0);
         return r;
@@ -950,7 +1146,7 @@ static int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
                         e.st.st_mode = (mode_t) DTTOIF(d->d_type);
                         /* "." and ".." carry no node (the guest would not count them). */
                         if (!fs_name_is_dot_or_dotdot(d->d_name)) {
-                                r = lookup_child(p, h->inode, d->d_name, &e);
+                                r = lookup_child(p, h->inode, h->fd, d->d_name, &e);
                                 if (r == -ENOENT) {
                                         dir_stream_consume(&h->stream); /* removed since getdents */
                                         r = 0;
@@ -993,15 +1189,21 @@ static int pt_fsyncdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, b
 static int pt_statfs(void *fs, const FsCtx *c, uint64_t nodeid, struct statvfs *ret) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        _cleanup_(inode_fd_done) InodeFd f = INODE_FD_NULL;
+        int r;
 
         if (!i)
                 return -EBADF;
-        return fstatvfs(i->fd, ret) < 0 ? negative_errno() : 0;
+        r = inode_fd(p, i, &f, NULL);
+        if (r < 0)
+                return r;
+        return fstatvfs(f.fd, ret) < 0 ? negative_errno() : 0;
 }
 
 static int pt_access(void *fs, const FsCtx *c, uint64_t nodeid, int mask) {
         Passthrough *p = fs;
         _cleanup_(inode_unrefp) Inode *i = get_inode(p, nodeid);
+        _cleanup_(inode_fd_done) InodeFd f = INODE_FD_NULL;
         Credentials cr;
         char name[16];
         int r;
@@ -1010,7 +1212,10 @@ static int pt_access(void *fs, const FsCtx *c, uint64_t nodeid, int mask) {
                 return -EBADF;
         if (mask & ~(R_OK | W_OK | X_OK))
                 return -EINVAL;
-        proc_name(name, i->fd);
+        r = inode_fd(p, i, &f, NULL);
+        if (r < 0)
+                return r;
+        proc_name(name, f.fd);
         r = credentials_enter(&cr, c->uid, c->gid, c->groups, c->n_groups, false, 0);
         if (r < 0)
                 return r;

@@ -1,6 +1,7 @@
 /* passthrough.h: the FsOps implementation over a host directory. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "fs-ops.h"
@@ -26,3 +27,7 @@ int64_t passthrough_raise_fd_limit(uint64_t rlimit_nofile);
 unsigned passthrough_inode_count(Passthrough *p);
 unsigned passthrough_handle_count(Passthrough *p);
 uint64_t passthrough_fds_used(Passthrough *p);
+/* --inode-file-handles: whether inodes are remembered by handle (decided at start), and the mount
+ * fds held for them. */
+bool passthrough_uses_handles(Passthrough *p);
+unsigned passthrough_mount_fd_count(Passthrough *p);

@@ -21,17 +21,28 @@
 /* The calling thread's working directory before xattr_enter(), restored by xattr_leave(): the
  * passthrough is a library too (tests, fuzzers) and must not leave a thread somewhere else. */
 static _Thread_local int xattr_saved_cwd = -1;
+/* The inode's fd the path names, held until xattr_leave() (opened by handle in handle mode). */
+static _Thread_local InodeFd xattr_fd = { .fd = -1 };
 
 static int xattr_enter(Passthrough *p, Inode *i, char buf[static 16]) {
-        if (unshare(CLONE_FS) < 0)
-                return negative_errno();
-        xattr_saved_cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fchdir(p->proc_self_fd) < 0) {
-                int r = negative_errno();
-                xattr_saved_cwd = safe_close(xattr_saved_cwd);
+        int r;
+
+        r = inode_fd(p, i, &xattr_fd, NULL);
+        if (r < 0)
+                return r;
+        if (unshare(CLONE_FS) < 0) {
+                r = negative_errno();
+                inode_fd_done(&xattr_fd);
                 return r;
         }
-        proc_name(buf, i->fd);
+        xattr_saved_cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fchdir(p->proc_self_fd) < 0) {
+                r = negative_errno();
+                xattr_saved_cwd = safe_close(xattr_saved_cwd);
+                inode_fd_done(&xattr_fd);
+                return r;
+        }
+        proc_name(buf, xattr_fd.fd);
         return 0;
 }
 
@@ -43,6 +54,7 @@ static void xattr_leave(void) {
         if (xattr_saved_cwd < 0 || fchdir(xattr_saved_cwd) < 0)
                 (void) !chdir("/");
         xattr_saved_cwd = safe_close(xattr_saved_cwd);
+        inode_fd_done(&xattr_fd);
         errno = saved;
 }
 
@@ -97,16 +109,17 @@ static bool xattr_name_allowed(Passthrough *p, const char *name) {
 /* Clears setgid after an access ACL was set for a caller that may not keep it: the host kernel
  * would not, the daemon has CAP_FSETID. The permission bits stay, so the ACL does too. */
 static int acl_kill_sgid(Passthrough *p, Inode *i) {
+        _cleanup_(inode_fd_done) InodeFd f = INODE_FD_NULL;
         struct statx stx;
         char name[16];
         int r;
 
-        r = statx_fd(i->fd, &stx);
+        r = inode_fd(p, i, &f, &stx);
         if (r < 0)
                 return r;
         if (!(stx.stx_mode & S_ISGID) || S_ISLNK(stx.stx_mode))
                 return 0;
-        proc_name(name, i->fd);
+        proc_name(name, f.fd);
         if (fchmodat(p->proc_self_fd, name, stx.stx_mode & 07777 & ~S_ISGID, 0) < 0)
                 return negative_errno();
         return 0;

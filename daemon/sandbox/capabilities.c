@@ -83,6 +83,12 @@ uint64_t capabilities_default(bool privileged_files) {
         return caps;
 }
 
+uint64_t capabilities_file_handles(void) {
+        /* open_by_handle_at() needs CAP_DAC_READ_SEARCH: kept only while inodes are remembered by
+         * handle, since with it a handle opens any inode of the filesystem (docs/security.md). */
+        return BIT(CAP_DAC_READ_SEARCH);
+}
+
 const char *capability_to_name(int cap) {
         return cap >= 0 && (size_t) cap < ELEMENTSOF(cap_names) ? cap_names[cap] : NULL;
 }

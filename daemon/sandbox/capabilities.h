@@ -13,6 +13,10 @@
  * keeps. */
 uint64_t capabilities_default(bool privileged_files);
 
+/* What --inode-file-handles adds when the share uses handles: DAC_READ_SEARCH, for
+ * open_by_handle_at(). */
+uint64_t capabilities_file_handles(void);
+
 /* Applies a --modcaps list to *mask: "+name" adds, "-name" removes; items separated by ':' or ','
  * (virtiofsd uses ':'), names with or without "cap_", any case. -EINVAL (printed) when an item is
  * not understood. */

@@ -182,7 +182,12 @@ static int allow_self(scmp_filter_ctx ctx) {
         return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_EQ, 0));
 }
 
-int seccomp_install(SyscallFilter f) {
+/* Only with --inode-file-handles in use (prefer/mandatory on a share that allows handles): with
+ * CAP_DAC_READ_SEARCH, open_by_handle_at() opens any inode of a mounted filesystem by a guessed
+ * handle (the "shocker" escape), so a daemon without handles has neither (docs/security.md). */
+static const char *const file_handle_calls[] = { "name_to_handle_at", "open_by_handle_at" };
+
+int seccomp_install(SyscallFilter f, bool file_handles) {
         static const int prctl_ok[] = {
                 PR_SET_NAME, PR_GET_NAME,                 /* thread names (GLib, pthread_setname_np) */
                 PR_GET_DUMPABLE, PR_SET_VMA,              /* glibc malloc names its arenas */
@@ -197,6 +202,8 @@ int seccomp_install(SyscallFilter f) {
                 return r;
 
         r = allow_names(ctx, allowed, ELEMENTSOF(allowed));
+        if (r >= 0 && file_handles)
+                r = allow_names(ctx, file_handle_calls, ELEMENTSOF(file_handle_calls));
         if (r < 0)
                 goto out;
         r = allow_self(ctx);

@@ -22,8 +22,9 @@ SyscallFilter syscall_filter_from_string(const char *s);
 SyscallFilter syscall_filter_default(void);
 
 /* Loads the allowlist with action f for everything else, on every thread of the process (TSYNC).
- * Needs no-new-privs (capabilities_apply()) or CAP_SYS_ADMIN. SYSCALL_FILTER_NONE does nothing. */
-int seccomp_install(SyscallFilter f);
+ * Needs no-new-privs (capabilities_apply()) or CAP_SYS_ADMIN. SYSCALL_FILTER_NONE does nothing.
+ * file_handles adds name_to_handle_at and open_by_handle_at (--inode-file-handles in use). */
+int seccomp_install(SyscallFilter f, bool file_handles);
 
 /* The supervisor's own, smaller allowlist (sandbox.c): kill and wait4 only on child, files only
  * when socket_files (removing the socket at the end). Needs no-new-privs. */

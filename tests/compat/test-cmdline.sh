@@ -48,7 +48,11 @@ usage_error --no-such-option "${s[@]}" --no-such-option
 usage_error "-o bogus" "${s[@]}" -o xattr,bogus
 usage_error --inode-file-handles "${s[@]}" --inode-file-handles never
 usage_error --inode-file-handles "${s[@]}" --inode-file-handles=sometimes
-usage_error --inode-file-handles=mandatory "${s[@]}" --inode-file-handles=mandatory
+# mandatory where the share cannot have handles (a subdirectory of /tmp's filesystem): refused at
+# start (exit 1), the reason logged, nothing served.
+err=$(timeout 10 "$vufsd" "${s[@]}" --inode-file-handles=mandatory 2>&1 > /dev/null); st=$?
+[ "$st" = 1 ] && [[ $err == *"--inode-file-handles=mandatory: the shared directory is a subdirectory"* ]] ||
+        fail "--inode-file-handles=mandatory on a subtree share: exit $st, want 1 and the reason ($err)"
 usage_error --tag "${s[@]}" --tag=0123456789012345678901234567890123456
 usage_error --tag "${s[@]}" --tag=
 usage_error --posix-acl "${s[@]}" --posix-acl=sometimes

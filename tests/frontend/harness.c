@@ -61,7 +61,8 @@ FeHarness *fe_harness_free(FeHarness *h) {
 }
 
 int fe_harness_spawn_vufsd(FeHarness *h, const char *const *extra) {
-        const char *bin = getenv("VUFSD_BINARY");
+        const char *bin = getenv("VUFSD_BINARY"), *env;
+        _cleanup_free_ char *words = NULL;
         const char *argv[32];
         unsigned n = 0;
 
@@ -75,6 +76,17 @@ int fe_harness_spawn_vufsd(FeHarness *h, const char *const *extra) {
         argv[n++] = h->share;
         for (unsigned i = 0; extra && extra[i] && n < ELEMENTSOF(argv) - 1; i++)
                 argv[n++] = extra[i];
+        /* $VUFSD_TEST_EXTRA_ARGS (words separated by spaces): one suite run again in another mode,
+         * e.g. with file handles (tests/meson.build). */
+        env = getenv("VUFSD_TEST_EXTRA_ARGS");
+        if (env && *env) {
+                words = strdup(env);
+                if (!words)
+                        return -ENOMEM;
+                for (char *save = NULL, *w = strtok_r(words, " ", &save); w && n < ELEMENTSOF(argv) - 1;
+                     w = strtok_r(NULL, " ", &save))
+                        argv[n++] = w;
+        }
         argv[n] = NULL;
         return fe_backend_spawn(&h->backend, (char *const *) argv, h->socket_path, 10000);
 }

@@ -1,0 +1,282 @@
+/* test-file-handle.c: file handles as inode identity (--inode-file-handles): a handle opens its
+ * inode again and is checked against (dev, ino); a deleted file's handle answers ESTALE; the inode
+ * map keeps nodes by handle without fds, merges sightings of one inode and tells a recycled inode
+ * number from the inode it had; the mount fd table is bounded and counted; mountinfo tells a whole
+ * filesystem from a subtree. Needs CAP_DAC_READ_SEARCH (root) for open_by_handle_at. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "file-handle.h"
+#include "inode-map.h"
+#include "test-main.h"
+#include "util.h"
+
+static char dir[] = "/tmp/test-file-handle-XXXXXX";
+static int dirfd_ = -1;
+static FdBudget budget;
+
+static void setup(void) {
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(dirfd_, 0);
+        budget = (FdBudget){ .max = 1000 };
+}
+
+static void teardown(void) {
+        char cmd[128];
+
+        dirfd_ = safe_close(dirfd_);
+        (void)umount2(dir, MNT_DETACH);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        ck_assert_int_eq(system(cmd), 0);
+        snprintf(dir, sizeof dir, "/tmp/test-file-handle-XXXXXX");
+}
+
+static void touch(const char *name) {
+        int fd = openat(dirfd_, name, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+}
+
+static int path_fd(const char *name, struct statx *stx) {
+        int fd = openat(dirfd_, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, stx), 0);
+        return fd;
+}
+
+static uint64_t dev_of(const struct statx *stx) {
+        return makedev(stx->stx_dev_major, stx->stx_dev_minor);
+}
+
+/* A handle opens the inode it was made of, from the fd or the name alike; the same inode (a hard
+ * link) has the same handle; a wrong (dev, ino) is ESTALE, never the file. */
+START_TEST(test_handle_identity) {
+        struct file_handle *a, *b, *c;
+        struct statx sa, sb, got;
+        int fa, fb, mnt_a, mnt_b, mnt_c, err, fd;
+
+        touch("a");
+        ck_assert_int_eq(linkat(dirfd_, "a", dirfd_, "a-link", 0), 0);
+        touch("b");
+        fa = path_fd("a", &sa);
+        fb = path_fd("b", &sb);
+        a = file_handle_of_fd(fa, &mnt_a, &err);
+        ck_assert_msg(a != NULL, "name_to_handle_at: %s", strerror(-err));
+        ck_assert_int_eq(mnt_a, (int)sa.stx_mnt_id); /* the id the inode key carries */
+        b = file_handle_of_name(dirfd_, "a-link", &mnt_b, &err);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_int_eq(mnt_b, mnt_a);
+        ck_assert_uint_eq(file_handle_size(a), file_handle_size(b));
+        ck_assert_int_eq(memcmp(a, b, file_handle_size(a)), 0);
+        c = file_handle_of_fd(fb, &mnt_c, &err);
+        ck_assert_ptr_nonnull(c);
+        ck_assert(a->handle_bytes != c->handle_bytes || memcmp(a->f_handle, c->f_handle, a->handle_bytes) != 0);
+
+        fd = file_handle_open_checked(dirfd_, a, dev_of(&sa), sa.stx_ino, O_PATH, &got);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_uint_eq(got.stx_ino, sa.stx_ino);
+        close(fd);
+        fd = file_handle_open_checked(dirfd_, a, dev_of(&sa), sa.stx_ino, O_RDONLY, NULL);
+        ck_assert_int_ge(fd, 0); /* for I/O too */
+        close(fd);
+        /* The check: a handle that opens another inode than remembered is stale. */
+        ck_assert_int_eq(file_handle_open_checked(dirfd_, c, dev_of(&sa), sa.stx_ino, O_PATH, NULL), -ESTALE);
+        ck_assert_int_eq(file_handle_open_checked(dirfd_, a, dev_of(&sa) + 1, sa.stx_ino, O_PATH, NULL), -ESTALE);
+        /* O_PATH mount fds are refused by the kernel: the table opens directories for reading. */
+        ck_assert_int_eq(file_handle_open_checked(fa, a, dev_of(&sa), sa.stx_ino, O_PATH, NULL), -EBADF);
+        free(a);
+        free(b);
+        free(c);
+        close(fa);
+        close(fb);
+}
+END_TEST
+
+/* A deleted file's handle: ESTALE once the last user of the inode is gone (nothing pins it). */
+START_TEST(test_deleted_is_stale) {
+        struct file_handle *h;
+        struct statx st;
+        int fd, mnt, err;
+
+        /* tmpfs frees an unlinked inode at once (ext4 and others may keep it cached a while, and
+         * open_by_handle_at still finds it then: the generation differs once it is reused). */
+        ck_assert_int_eq(mount("tmpfs", dir, "tmpfs", 0, NULL), 0);
+        dirfd_ = safe_close(dirfd_);
+        dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        touch("gone");
+        fd = path_fd("gone", &st);
+        h = file_handle_of_fd(fd, &mnt, &err);
+        ck_assert_ptr_nonnull(h);
+        close(fd);
+        ck_assert_int_eq(unlinkat(dirfd_, "gone", 0), 0);
+        ck_assert_int_eq(file_handle_open_checked(dirfd_, h, dev_of(&st), st.stx_ino, O_PATH, NULL), -ESTALE);
+        touch("gone"); /* a new file of the same name is another inode */
+        ck_assert_int_eq(file_handle_open_checked(dirfd_, h, dev_of(&st), st.stx_ino, O_PATH, NULL), -ESTALE);
+        free(h);
+}
+END_TEST
+
+/* The map with handle nodes: no fd held, one node per inode (by fd or by name), and a sighting
+ * with another handle for the same key (a recycled number) is a new node. */
+START_TEST(test_map_by_handle) {
+        InodeMap *map;
+        struct statx st, rst;
+        struct file_handle *h, *h2, *other;
+        Inode *a, *b, *c;
+        int fd, root, mnt, err;
+        uint64_t used;
+
+        ck_assert_int_eq(inode_map_new(&map, &budget), 0);
+        root = path_fd(".", &rst);
+        ck_assert(fd_budget_take(&budget));
+        ck_assert_int_eq(inode_map_set_root(map, root, &rst), 0);
+        touch("f");
+        touch("g");
+        used = budget.used;
+
+        fd = path_fd("f", &st);
+        h = file_handle_of_fd(fd, &mnt, &err);
+        close(fd);
+        ck_assert_ptr_nonnull(h);
+        h2 = file_handle_of_name(dirfd_, "f", &mnt, &err);
+        ck_assert_ptr_nonnull(h2);
+        ck_assert_int_eq(inode_map_add_lookup_handle(map, h, dirfd_, &st, &a), 0);
+        ck_assert_int_eq(a->fd, -1);
+        ck_assert_ptr_nonnull(a->handle);
+        ck_assert_uint_eq(budget.used, used); /* no fd */
+        /* The fast path finds it with the handle the name has now... */
+        b = inode_map_find_lookup(map, &st, h2);
+        ck_assert_ptr_eq(a, b);
+        inode_unref(b);
+        /* ... and a second sighting by handle merges. */
+        ck_assert_int_eq(inode_map_add_lookup_handle(map, h2, dirfd_, &st, &b), 0);
+        ck_assert_ptr_eq(a, b);
+        ck_assert_uint_eq(a->nlookup, 3);
+        inode_unref(b);
+
+        /* Another handle under f's key: what a recycled inode number looks like. Not f's node; f
+         * loses its key (stays reachable by nodeid) and the newcomer gets a node of its own. */
+        other = file_handle_of_name(dirfd_, "g", &mnt, &err);
+        ck_assert_ptr_nonnull(other);
+        ck_assert_ptr_null(inode_map_find_lookup(map, &st, other));
+        ck_assert_ptr_null(inode_map_find_lookup(map, &st, NULL)); /* gone from the key table */
+        ck_assert_int_eq(inode_map_add_lookup_handle(map, other, dirfd_, &st, &c), 0);
+        ck_assert_ptr_ne(c, a);
+        ck_assert_uint_ne(c->nodeid, a->nodeid);
+        b = inode_map_get(map, a->nodeid);
+        ck_assert_ptr_eq(b, a);
+        inode_unref(b);
+        inode_unref(c);
+        inode_unref(a);
+        ck_assert_uint_eq(inode_map_size(map), 3);
+        map = inode_map_free(map);
+        ck_assert_uint_eq(budget.used, used - 1); /* the root's fd given back, no other */
+}
+END_TEST
+
+/* One fd per mount, counted in the budget and bounded; a subtree mount is refused. */
+START_TEST(test_mount_fds) {
+        MountFds m;
+        struct statx st;
+        int fd, r1, r2, *ids;
+        size_t n;
+
+        fd = path_fd(".", &st);
+        ck_assert_int_eq(mountinfo_whole_fs_mounts(&ids, &n), 0);
+        /* dir is a subdirectory of /tmp's filesystem: no mount root, refused, without taking fds. */
+        mount_fds_init(&m, &budget, ids, n, false);
+        ck_assert_int_eq(mount_fds_get(&m, (int)st.stx_mnt_id, fd), -EXDEV);
+        ck_assert_int_eq(mount_fds_get(&m, (int)st.stx_mnt_id, fd), -EXDEV); /* remembered */
+        ck_assert_uint_eq(budget.used, 0);
+        mount_fds_done(&m);
+        /* Allowed explicitly: one fd, shared by every inode of the mount. */
+        mount_fds_init(&m, &budget, NULL, 0, true);
+        r1 = mount_fds_get(&m, (int)st.stx_mnt_id, fd);
+        ck_assert_int_ge(r1, 0);
+        r2 = mount_fds_get(&m, (int)st.stx_mnt_id, fd);
+        ck_assert_int_eq(r1, r2);
+        ck_assert_uint_eq(budget.used, 1);
+        ck_assert_uint_eq(mount_fds_count(&m), 1);
+        /* Bounded: MOUNT_FDS_MAX distinct ids at most, then E2BIG. */
+        for (int k = 1; k < MOUNT_FDS_MAX; k++)
+                ck_assert_int_ge(mount_fds_get(&m, 1000000 + k, fd), 0);
+        ck_assert_int_eq(mount_fds_get(&m, 2000000, fd), -E2BIG);
+        ck_assert_uint_eq(budget.used, MOUNT_FDS_MAX);
+        mount_fds_done(&m);
+        ck_assert_uint_eq(budget.used, 0);
+        /* A spent budget answers ENFILE. */
+        budget.max = 0;
+        mount_fds_init(&m, &budget, NULL, 0, true);
+        ck_assert_int_eq(mount_fds_get(&m, (int)st.stx_mnt_id, fd), -ENFILE);
+        mount_fds_done(&m);
+        close(fd);
+}
+END_TEST
+
+/* The whole-filesystem test on mountinfo: a tmpfs mounted on dir shows "/", a bind mount of a
+ * subdirectory of it does not; the mount fd table refuses the latter and takes the former. */
+static bool listed(int id) {
+        int *ids;
+        size_t n;
+        bool found = false;
+
+        ck_assert_int_eq(mountinfo_whole_fs_mounts(&ids, &n), 0);
+        for (size_t k = 0; k < n; k++)
+                found |= ids[k] == id;
+        free(ids);
+        return found;
+}
+
+START_TEST(test_mountinfo_root) {
+        char sub[300], bind[300];
+        struct statx st, bst;
+        MountFds m;
+        int fd, bfd, *ids;
+        size_t n;
+
+        ck_assert_int_eq(mount("tmpfs", dir, "tmpfs", 0, NULL), 0);
+        snprintf(sub, sizeof sub, "%s/sub", dir);
+        snprintf(bind, sizeof bind, "%s/bind", dir);
+        ck_assert_int_eq(mkdir(sub, 0755), 0);
+        ck_assert_int_eq(mkdir(bind, 0755), 0);
+        ck_assert_int_eq(mount(sub, bind, NULL, MS_BIND, NULL), 0);
+        fd = open(dir, O_PATH | O_CLOEXEC);
+        ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &st), 0);
+        ck_assert(listed((int)st.stx_mnt_id));
+        bfd = open(bind, O_PATH | O_CLOEXEC);
+        ck_assert_int_eq(statx(bfd, "", AT_EMPTY_PATH, STATX_MNT_ID, &bst), 0);
+        ck_assert_uint_ne(bst.stx_mnt_id, st.stx_mnt_id);
+        ck_assert(!listed((int)bst.stx_mnt_id));
+        ck_assert_int_eq(mountinfo_whole_fs_mounts(&ids, &n), 0);
+        mount_fds_init(&m, &budget, ids, n, false);
+        ck_assert_int_ge(mount_fds_get(&m, (int)st.stx_mnt_id, fd), 0);
+        ck_assert_int_eq(mount_fds_get(&m, (int)bst.stx_mnt_id, bfd), -EXDEV);
+        mount_fds_done(&m);
+        close(fd);
+        close(bfd);
+        ck_assert_int_eq(umount2(bind, MNT_DETACH), 0);
+}
+END_TEST
+
+static void add_tests(Suite *s) {
+        TCase *tc = tcase_create("file-handle");
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, test_handle_identity);
+        tcase_add_test(tc, test_deleted_is_stale);
+        tcase_add_test(tc, test_map_by_handle);
+        tcase_add_test(tc, test_mount_fds);
+        tcase_add_test(tc, test_mountinfo_root);
+        suite_add_tcase(s, tc);
+}
+
+TEST_MAIN("file-handle", add_tests)
