@@ -121,18 +121,20 @@ for part in $(echo "$parts" | tr ',' ' '); do
         vufs-bench|vufs-bench-tmpfs)
                 r=${rounds:-5}
                 args=(--compare -r "$r")
+                [ $quick -eq 0 ] || args=(--compare -r 1 --warmup 0.1 --file-size 8 --bare-time 0.1)
                 # vufsd with nothing but what the harness needs: what a user gets without options.
                 backends=(-b "vufsd-defaults=$vufsd --socket-path={socket} --shared-dir={dir} --bus=none --log-level=warning"
                           -b vufsd-inline -b vufsd-pool -b vufsd-auto -b vufsd-poll -b virtiofsd-0 -b virtiofsd-pool)
                 if [ "$part" = vufs-bench-tmpfs ]; then
                         mkdir -p /dev/shm/vufs-bench-report
-                        args+=(-w open-release,create-unlink -t 1.5 --dir /dev/shm/vufs-bench-report)
+                        args+=(-w open-release,create-unlink -t "$([ $quick -eq 0 ] && echo 1.5 || echo 0.3)"
+                               --dir /dev/shm/vufs-bench-report)
                         backends=(-b "vufsd-defaults=$vufsd --socket-path={socket} --shared-dir={dir} --bus=none --log-level=warning"
                                   -b vufsd-inline -b vufsd-auto -b virtiofsd-0 -b virtiofsd-pool)
                 else
+                        [ $quick -eq 0 ] || args+=(-t 0.3)
                         args+=(--png "$docdir/benchmarks-vufs-bench.png")
                 fi
-                [ $quick -eq 0 ] || args+=(-r 1 -t 0.3 --warmup 0.1 --file-size 8 --bare-time 0.1)
                 cmd=("$bench" "${args[@]}" "${backends[@]}" --json "$dir/results.json" --markdown "$dir/report.md")
                 VUFSD_BINARY=$vufsd "${cmd[@]}" > "$dir/stdout.md" 2> "$dir/stderr.log" || {
                         msg "$part failed (see $dir/stderr.log)"; status=1; continue; }

@@ -29,7 +29,7 @@
 #                       vufsd        vufsd with its defaults (only --socket-path, --shared-dir,
 #                                    --bus=none, --log-level=warning)
 #                       vufsd-best   vufsd with --best-args (default: --threads=inline
-#                                    --cache=always)
+#                                    --cache=always --writeback)
 #                       virtiofsd    QEMU's C virtiofsd as libvirt starts it: -o cache=auto
 #                                    -o sandbox=chroot, its default thread pool
 #                       vufsd+OPT+OPT...  vufsd with these options (e.g. vufsd+--cache=always): what
@@ -63,7 +63,7 @@ msg() { echo "bench-meta: $*" >&2; }
 die() { msg "error: $*"; exit 2; }
 
 backends=vufsd,vufsd-best,virtiofsd,guest-tmpfs
-best_args="--threads=inline --cache=always"
+best_args="--threads=inline --cache=always --writeback"
 tree=
 steps=extract,find,stat,du,git,rm
 rounds=3
