@@ -30,6 +30,7 @@
 #
 # tools/install-bench-deps.sh installs what the parts need on a fresh Debian 12 machine.
 
+# shellcheck disable=SC2054 # the commas belong to option values
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
@@ -145,6 +146,7 @@ for part in $(echo "$parts" | tr ',' ' '); do
                 r=${rounds:-2}
                 args=(--matrix full --rounds "$r" --runtime 3)
                 [ $quick -eq 0 ] || args=(--matrix seqread:psync:1,randwrite:libaio:1 --rounds 1 --runtime 1)
+                args+=(--backends vufsd-defaults,vufsd-inline,vufsd-pool4,vufsd-auto4,virtiofsd-0,virtiofsd-4)
                 cmd=("$top/tests/vm/bench-guest.sh" "${args[@]}" --vufsd "$vufsd" --out "$dir"
                      --png "$docdir/benchmarks-guest.png")
                 "${cmd[@]}" > "$dir/stdout.md" 2> "$dir/stderr.log" || {
