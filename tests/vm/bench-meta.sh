@@ -198,7 +198,7 @@ trap 'msg interrupted; exit 130' INT TERM
 log=$out/console.log
 results=$out/results.tsv
 : > "$log"
-printf 'round\tbackend\tstep\tguest_ns\twall_ns\tdaemon_cpu_ns\tguest_cpu_ns\tcheck\n' > "$results"
+printf 'round\tbackend\tstep\tguest_ns\twall_ns\tdaemon_cpu_ns\tguest_cpu_ns\tcheck\tload1\n' > "$results"
 
 # ---- the host baseline: the same commands on the host, on the shares' file system ----
 if [ $host_baseline -eq 1 ] && [ $prepare_only -eq 0 ]; then
@@ -213,7 +213,8 @@ if [ $host_baseline -eq 1 ] && [ $prepare_only -eq 0 ]; then
                 t1=$(now)
                 local check=ok
                 [ "$want" = - ] || [ "$got" = "$want" ] || check="bad:$got"
-                printf '%s\thost\t%s\t%s\t%s\t\t\t%s\n' "$r" "$s" $((t1 - t0)) $((t1 - t0)) "$check" >> "$results"
+                printf '%s\thost\t%s\t%s\t%s\t\t\t%s\t%s\n' "$r" "$s" $((t1 - t0)) $((t1 - t0)) "$check" \
+                        "$(cut -d' ' -f1 /proc/loadavg)" >> "$results"
                 msg "round $r host           $(printf '%-9s' "$s") $(awk -v n=$((t1 - t0)) 'BEGIN { printf "%8.2f s", n / 1e9 }') $check"
         }
         for ((r = 0; r < rounds; r++)); do
@@ -447,8 +448,9 @@ qemu_pid() {
                         w=$(date +%s%N)
                         dc=
                         [ -z "${tag_pid[$t]:-}" ] || dc=$((c - ${begin_cpu[$t]:-$c}))
-                        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "${tag_name[$t]}" "$step" "$gns" \
-                                $((w - ${begin_wall[$t]:-$w})) "$dc" $((q - ${begin_qcpu[$t]:-$q})) "$check" >> "$results"
+                        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "${tag_name[$t]}" "$step" "$gns" \
+                                $((w - ${begin_wall[$t]:-$w})) "$dc" $((q - ${begin_qcpu[$t]:-$q})) "$check" \
+                                "$(cut -d' ' -f1 /proc/loadavg)" >> "$results"
                         printf 'bench-meta: round %s %-14s %-9s %8.2f s  daemon CPU %s  %s\n' "$round" "${tag_name[$t]}" \
                                 "$step" "$(awk -v n="$gns" 'BEGIN { print n / 1e9 }')" \
                                 "$([ -n "$dc" ] && awk -v n="$dc" 'BEGIN { printf "%.2f s", n / 1e9 }' || echo -)" "$check" >&2
@@ -572,6 +574,10 @@ for x in summary:
     x["who"] = who
     C.append("| %s | %s | %s | %s |" % (s, " | ".join(cells), fmt(part) if part is not None else "n/a", who))
 
+loads = sorted(float(r["load1"]) for r in rows if r.get("load1") and r["backend"] != "host")
+if loads:
+    load = "%s; 1-minute load average during the guest's steps %.1f-%.1f (median %.1f)" % (
+        load, loads[0], loads[-1], statistics.median(loads))
 hdr = ("Linux source tree (`linux-source-6.1`, %s), %s entries, %d MiB; %s round(s), medians "
        "(in parentheses: fastest-slowest round); guest seconds per step, measured in the guest "
        "(QEMU TCG, 2 vCPUs); vufsd best = `%s`; load average at the end %s." %
