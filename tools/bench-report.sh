@@ -22,6 +22,7 @@
 #   --rounds N        rounds of every part (default: 5 for vufs-bench, 2 for guest-fio, 3 for meta)
 #   --meta-tree DIRS  bench-meta.sh --tree (default: the whole tree, ~84,000 entries; under TCG on
 #                     a 2-CPU machine that is hours: fs,kernel,mm,include is ~9,200 entries)
+#   --meta-backends L bench-meta.sh --backends (default vufsd,vufsd-best,virtiofsd,guest-tmpfs)
 #   --quick           a smoke run of the machinery: 1 round, short cells, reduced fio matrix,
 #                     a 100-file tree (the numbers mean nothing; use with --doc elsewhere)
 #   --doc FILE        the document to rewrite (default docs/benchmarks.md); charts go beside it
@@ -41,6 +42,7 @@ die() { msg "error: $*"; exit 2; }
 parts=vufs-bench,vufs-bench-tmpfs,guest-fio,meta
 rounds=
 meta_tree=
+meta_backends=
 quick=0
 doc=$top/docs/benchmarks.md
 build=$top/build
@@ -51,11 +53,12 @@ while [ $# -gt 0 ]; do
         --parts) parts=${2:?}; shift 2 ;;
         --rounds) rounds=${2:?}; shift 2 ;;
         --meta-tree) meta_tree=${2:?}; shift 2 ;;
+        --meta-backends) meta_backends=${2:?}; shift 2 ;;
         --quick) quick=1; shift ;;
         --doc) doc=${2:?}; shift 2 ;;
         --build) build=${2:?}; shift 2 ;;
         --out) out=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
         esac
 done
@@ -158,6 +161,7 @@ for part in $(echo "$parts" | tr ',' ' '); do
                 args=(--rounds "$r")
                 [ -z "$meta_tree" ] || args+=(--tree "$meta_tree")
                 [ $quick -eq 0 ] || args=(--rounds 1 --tree fs/ext4,fs/fuse)
+                [ -z "$meta_backends" ] || args+=(--backends "$meta_backends")
                 cmd=("$top/tests/vm/bench-meta.sh" "${args[@]}" --vufsd "$vufsd" --out "$dir"
                      --png "$docdir/benchmarks-meta.png")
                 "${cmd[@]}" > "$dir/stdout.md" 2> "$dir/stderr.log" || {
