@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
         --doc) doc=${2:?}; shift 2 ;;
         --build) build=${2:?}; shift 2 ;;
         --out) out=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
         esac
 done
