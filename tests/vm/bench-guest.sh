@@ -8,7 +8,8 @@
 # on the console, and reports guest IOPS and host daemon CPU per I/O.
 #
 # Usage: bench-guest.sh [options]
-#   --backends LIST   comma separated: vufsd-inline, vufsd-poolN, vufsd-autoN, virtiofsd-N
+#   --backends LIST   comma separated: vufsd-defaults (no options), vufsd-inline, vufsd-poolN,
+#                     vufsd-autoN, virtiofsd-N
 #                     (default vufsd-inline,vufsd-pool4,vufsd-auto4,virtiofsd-0,virtiofsd-4)
 #   --matrix M        reduced (default, 8 jobs), full (the seeds' 30: seqread randread seqwrite
 #                     randwrite randrw x psync mmap libaio x 1 and 4 jobs), or a list RW:ENGINE:JOBS,...
@@ -206,6 +207,8 @@ for b in $(echo "$backends" | tr ',' ' '); do
                 dd if=/dev/zero of="$dir/share/bench.$n" bs=1M count="$size" status=none
         done
         case "$b" in
+        vufsd-defaults)
+                cmd=("$vufsd" --socket-path="$sock" --shared-dir="$dir/share") ;;
         vufsd-inline)
                 cmd=("$vufsd" --socket-path="$sock" --shared-dir="$dir/share" --threads=inline) ;;
         vufsd-pool*|vufsd-auto*)
@@ -219,6 +222,10 @@ for b in $(echo "$backends" | tr ',' ' '); do
         *) die "unknown backend $b" ;;
         esac
         case "$b" in
+        vufsd-defaults)
+                # Every setting at its default: what a user gets without options.
+                [ -x "$vufsd" ] || die "vufsd not found at $vufsd (--vufsd PATH or VUFSD_BINARY)"
+                cmd+=(--bus=none --log-level=warning) ;;
         vufsd-*)
                 [ -x "$vufsd" ] || die "vufsd not found at $vufsd (--vufsd PATH or VUFSD_BINARY)"
                 # Both daemons drop the guest's O_DIRECT on host opens by default;

@@ -1,0 +1,176 @@
+#!/bin/bash
+# bench-report.sh: runs the benchmarks and rewrites the tables and charts of docs/benchmarks.md.
+#
+# Each part's tables live in docs/benchmarks.md between two marker lines,
+#   <!-- bench-report: PART begin -->  ...  <!-- bench-report: PART end -->
+# which this script replaces with the part's fresh report (a part without markers is appended at the
+# end); the prose around them is written by hand and says when it was measured. Charts are written
+# next to the document. Parts (default: all, in this order):
+#   vufs-bench        tests/bench/vufs-bench --compare plus vufsd with every setting at its default
+#                     (vufsd-defaults), QD 1 and 16, on the working directory's file system (ext4)
+#                     -> docs/benchmarks-vufs-bench.png                      (~25 min with 5 rounds)
+#   vufs-bench-tmpfs  open-release and create-unlink on tmpfs (the journal out of the picture)
+#                                                                            (~3 min)
+#   guest-fio         tests/vm/bench-guest.sh, the seeds' full fio matrix in a real guest
+#                     -> docs/benchmarks-guest.png                           (~25 min with 2 rounds)
+#   meta              tests/vm/bench-meta.sh, the Linux source tree in a real guest: extract, find,
+#                     stat, du, git status, rm -rf; vufsd defaults, vufsd best, the C virtiofsd
+#                     -> docs/benchmarks-meta.png                            (see --meta-tree)
+#
+# Usage: tools/bench-report.sh [options]     (as root, on the machine to describe, built tree)
+#   --parts LIST      comma separated parts (default vufs-bench,vufs-bench-tmpfs,guest-fio,meta)
+#   --rounds N        rounds of every part (default: 5 for vufs-bench, 2 for guest-fio, 3 for meta)
+#   --meta-tree DIRS  bench-meta.sh --tree (default: the whole tree, ~84,000 entries; under TCG on
+#                     a 2-CPU machine that is hours: fs,kernel,mm,include is ~9,200 entries)
+#   --meta-backends L bench-meta.sh --backends (default vufsd,vufsd-best,virtiofsd,guest-tmpfs)
+#   --quick           a smoke run of the machinery: 1 round, short cells, reduced fio matrix,
+#                     a 100-file tree (the numbers mean nothing; use with --doc elsewhere)
+#   --doc FILE        the document to rewrite (default docs/benchmarks.md); charts go beside it
+#   --build DIR       meson build directory (default build; compiled first)
+#   --out DIR         raw results of every part (default /var/tmp/vufs-bench-report)
+#
+# tools/install-bench-deps.sh installs what the parts need on a fresh Debian 12 machine.
+
+# shellcheck disable=SC2054 # the commas belong to option values
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+
+msg() { echo "bench-report: $*" >&2; }
+die() { msg "error: $*"; exit 2; }
+
+parts=vufs-bench,vufs-bench-tmpfs,guest-fio,meta
+rounds=
+meta_tree=
+meta_backends=
+quick=0
+doc=$top/docs/benchmarks.md
+build=$top/build
+out=/var/tmp/vufs-bench-report
+
+while [ $# -gt 0 ]; do
+        case "$1" in
+        --parts) parts=${2:?}; shift 2 ;;
+        --rounds) rounds=${2:?}; shift 2 ;;
+        --meta-tree) meta_tree=${2:?}; shift 2 ;;
+        --meta-backends) meta_backends=${2:?}; shift 2 ;;
+        --quick) quick=1; shift ;;
+        --doc) doc=${2:?}; shift 2 ;;
+        --build) build=${2:?}; shift 2 ;;
+        --out) out=${2:?}; shift 2 ;;
+        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown argument $1 (see --help)" ;;
+        esac
+done
+for p in $(echo "$parts" | tr ',' ' '); do
+        case "$p" in
+        vufs-bench|vufs-bench-tmpfs|guest-fio|meta) ;;
+        *) die "unknown part $p" ;;
+        esac
+done
+[ "$(id -u)" = 0 ] || die "run as root (the C virtiofsd and the guest benchmarks need it)"
+[ -f "$doc" ] || die "$doc not found"
+doc=$(cd "$(dirname "$doc")" && pwd)/$(basename "$doc")
+docdir=$(dirname "$doc")
+mkdir -p "$out"
+
+msg "building $build"
+[ -d "$build" ] || meson setup "$build" --buildtype=debugoptimized >&2
+nice meson compile -C "$build" >&2
+vufsd=$build/daemon/vufsd
+bench=$build/tests/bench/vufs-bench
+[ -x "$vufsd" ] && [ -x "$bench" ] || die "vufsd or vufs-bench missing in $build"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
+
+machine() {
+        local cpus model
+        cpus=$(nproc)
+        model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+        echo "$cpus CPUs ($model), Linux $(uname -r), QEMU $(qemu-system-x86_64 --version 2>/dev/null | sed -n 's/.*version \([0-9.]*\).*/\1/p')"
+}
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# splice PART FILE: replaces PART's block in the document with FILE (or appends it).
+splice() {
+        python3 - "$doc" "$1" "$2" <<'PY'
+import sys
+doc, part, new = sys.argv[1:4]
+text = open(doc).read()
+begin, end = "<!-- bench-report: %s begin -->" % part, "<!-- bench-report: %s end -->" % part
+block = begin + "\n" + open(new).read().rstrip("\n") + "\n\n" + end
+i, j = text.find(begin), text.find(end)
+if i >= 0 and j > i:
+    text = text[:i] + block + text[j + len(end):]
+else:
+    text = text.rstrip("\n") + "\n\n" + block + "\n"
+open(doc, "w").write(text)
+PY
+}
+
+# header CMD LOAD_BEFORE: the provenance line of a block.
+header() {
+        printf '_Regenerated by `tools/bench-report.sh` on %s at commit %s; %s; load average %s before, %s after; command: `%s`._\n\n' \
+                "$(date -u +%Y-%m-%d)" "$commit" "$(machine)" "$2" "$(loadavg)" "$1"
+}
+
+status=0
+for part in $(echo "$parts" | tr ',' ' '); do
+        dir=$out/$part
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        before=$(loadavg)
+        msg "part $part (load average $before)"
+        case "$part" in
+        vufs-bench|vufs-bench-tmpfs)
+                r=${rounds:-5}
+                args=(--compare -r "$r")
+                [ $quick -eq 0 ] || args=(--compare -r 1 --warmup 0.1 --file-size 8 --bare-time 0.1)
+                # vufsd with nothing but what the harness needs: what a user gets without options.
+                backends=(-b "vufsd-defaults=$vufsd --socket-path={socket} --shared-dir={dir} --bus=none --log-level=warning"
+                          -b vufsd-inline -b vufsd-pool -b vufsd-auto -b vufsd-poll -b virtiofsd-0 -b virtiofsd-pool)
+                if [ "$part" = vufs-bench-tmpfs ]; then
+                        mkdir -p /dev/shm/vufs-bench-report
+                        args+=(-w open-release,create-unlink -t "$([ $quick -eq 0 ] && echo 1.5 || echo 0.3)"
+                               --dir /dev/shm/vufs-bench-report)
+                        backends=(-b "vufsd-defaults=$vufsd --socket-path={socket} --shared-dir={dir} --bus=none --log-level=warning"
+                                  -b vufsd-inline -b vufsd-auto -b virtiofsd-0 -b virtiofsd-pool)
+                else
+                        [ $quick -eq 0 ] || args+=(-t 0.3)
+                        args+=(--png "$docdir/benchmarks-vufs-bench.png")
+                fi
+                cmd=("$bench" "${args[@]}" "${backends[@]}" --json "$dir/results.json" --markdown "$dir/report.md")
+                VUFSD_BINARY=$vufsd "${cmd[@]}" > "$dir/stdout.md" 2> "$dir/stderr.log" || {
+                        msg "$part failed (see $dir/stderr.log)"; status=1; continue; }
+                [ "$part" != vufs-bench-tmpfs ] || rm -rf /dev/shm/vufs-bench-report
+                shown="vufs-bench ${args[*]} -b vufsd-defaults=... (and the six presets)"
+                ;;
+        guest-fio)
+                r=${rounds:-2}
+                args=(--matrix full --rounds "$r" --runtime 3)
+                [ $quick -eq 0 ] || args=(--matrix seqread:psync:1,randwrite:libaio:1 --rounds 1 --runtime 1)
+                args+=(--backends vufsd-defaults,vufsd-inline,vufsd-pool4,vufsd-auto4,virtiofsd-0,virtiofsd-4)
+                cmd=("$top/tests/vm/bench-guest.sh" "${args[@]}" --vufsd "$vufsd" --out "$dir"
+                     --png "$docdir/benchmarks-guest.png")
+                "${cmd[@]}" > "$dir/stdout.md" 2> "$dir/stderr.log" || {
+                        msg "$part failed (see $dir/stderr.log)"; status=1; continue; }
+                shown="tests/vm/bench-guest.sh ${args[*]}"
+                ;;
+        meta)
+                r=${rounds:-3}
+                args=(--rounds "$r")
+                [ -z "$meta_tree" ] || args+=(--tree "$meta_tree")
+                [ $quick -eq 0 ] || args=(--rounds 1 --tree fs/ext4,fs/fuse)
+                [ -z "$meta_backends" ] || args+=(--backends "$meta_backends")
+                cmd=("$top/tests/vm/bench-meta.sh" "${args[@]}" --vufsd "$vufsd" --out "$dir"
+                     --png "$docdir/benchmarks-meta.png")
+                "${cmd[@]}" > "$dir/stdout.md" 2> "$dir/stderr.log" || {
+                        msg "$part failed (see $dir/stderr.log)"; status=1; continue; }
+                shown="tests/vm/bench-meta.sh ${args[*]}"
+                ;;
+        esac
+        { header "$shown" "$before"; cat "$dir/report.md"; } > "$dir/block.md"
+        splice "$part" "$dir/block.md"
+        msg "part $part: $doc updated"
+done
+exit $status
