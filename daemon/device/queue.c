@@ -15,6 +15,7 @@
 
 #include "chain.h"
 #include "log.h"
+#include "poll-policy.h"
 #include "stats.h"
 
 /* Requests popped per pass before the queue lock is retaken to publish and re-check. */
@@ -319,19 +320,42 @@ static void queue_process(Queue *q) {
 }
 
 void device_set_poll_us(Device *d, unsigned us) {
-        atomic_store_explicit(&d->poll_us, MIN(us, DEVICE_MAX_POLL_US), memory_order_relaxed);
+        if (us != DEVICE_POLL_AUTO) {
+                us = MIN(us, DEVICE_MAX_POLL_US);
+                if (us > 0) /* what SetPollMode("fixed") returns to */
+                        atomic_store_explicit(&d->poll_fixed_us, us, memory_order_relaxed);
+        }
+        atomic_store_explicit(&d->poll_us, us, memory_order_relaxed);
 }
 
 unsigned device_get_poll_us(Device *d) {
         return atomic_load_explicit(&d->poll_us, memory_order_relaxed);
 }
 
-uint64_t device_poll_hits(Device *d) {
-        uint64_t n = 0;
+unsigned device_get_poll_fixed_us(Device *d) {
+        return atomic_load_explicit(&d->poll_fixed_us, memory_order_relaxed);
+}
 
-        for (unsigned i = 0; i < d->n_queues; i++)
-                n += atomic_load_explicit(&d->queues[i].poll_hits, memory_order_relaxed);
-        return n;
+void device_get_poll_stats(Device *d, DevicePollStats *ret) {
+        *ret = (DevicePollStats) {};
+        for (unsigned i = 0; i < d->n_queues; i++) {
+                Queue *q = &d->queues[i];
+                ret->polls += atomic_load_explicit(&q->polls, memory_order_relaxed);
+                ret->hits += atomic_load_explicit(&q->poll_hits, memory_order_relaxed);
+                ret->poll_ns += atomic_load_explicit(&q->poll_ns, memory_order_relaxed);
+        }
+}
+
+uint64_t device_poll_hits(Device *d) {
+        DevicePollStats st;
+
+        device_get_poll_stats(d, &st);
+        return st.hits;
+}
+
+/* Single writer (the queue thread): a plain load and store, no locked add. */
+static inline void counter_bump(_Atomic uint64_t *c, uint64_t v) {
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v, memory_order_relaxed);
 }
 
 static inline void cpu_relax(void) {
@@ -340,11 +364,12 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Watches the ring for up to poll_us with guest kicks suppressed; true if requests arrived (or the
- * memory table changed). Leaves kicks suppressed: the caller processes, or re-enables them (and
- * re-checks) before sleeping. */
-static bool queue_busy_poll(Queue *q, unsigned poll_us) {
-        uint64_t deadline = now_ns() + (uint64_t) poll_us * 1000;
+/* Watches the ring for up to window_ns with guest kicks suppressed; true if requests arrived (or the
+ * memory table changed). *spent_ns: how long it watched (to the request found, or the window).
+ * Leaves kicks suppressed: the caller processes, or re-enables them (and re-checks) before
+ * sleeping. */
+static bool queue_busy_poll(Queue *q, uint64_t window_ns, uint64_t *spent_ns) {
+        uint64_t start = now_ns(), deadline = start + window_ns, t = start;
         unsigned spins = 0, gen;
         const struct vring_avail *avail;
         uint16_t last_avail;
@@ -357,6 +382,7 @@ static bool queue_busy_poll(Queue *q, unsigned poll_us) {
         pthread_mutex_lock(&q->lock);
         if (q->vq.broken || !q->vq.avail || q->starved) {
                 pthread_mutex_unlock(&q->lock);
+                *spent_ns = 0;
                 return false;
         }
         vq_suppress_notify(&q->vq);
@@ -369,16 +395,19 @@ static bool queue_busy_poll(Queue *q, unsigned poll_us) {
                 if ((uint16_t) (((volatile const struct vring_avail *) avail)->idx - last_avail) > 0 ||
                     atomic_load_explicit(&q->mem_gen, memory_order_relaxed) != gen) {
                         found = true;
+                        t = now_ns();
                         break;
                 }
                 if (atomic_load_explicit(&q->stopping, memory_order_relaxed) ||
                     !atomic_load_explicit(&q->enabled, memory_order_relaxed))
                         break;
                 cpu_relax();
-                if (++spins % 64 == 0 && now_ns() >= deadline)
+                /* A clock read (vDSO, ~20 ns) every 16 pauses: a window of a few µs ends on time. */
+                if (++spins % 16 == 0 && (t = now_ns()) >= deadline)
                         break;
         }
         guest_memory_unref(mem);
+        *spent_ns = t - start;
         return found;
 }
 
@@ -404,37 +433,58 @@ static int queue_epoll_new(Queue *q) {
         return TAKE_FD(ep);
 }
 
+/* The busy-poll window for this idle moment in ns (0 = sleep at once): --poll-us fixed, or what the
+ * adaptive policy decides (auto). The hiprio queue never polls. */
+static uint64_t queue_poll_window(Queue *q, PollPolicy *policy, bool *adaptive) {
+        unsigned poll_us = atomic_load_explicit(&q->dev->poll_us, memory_order_relaxed);
+
+        *adaptive = poll_us == DEVICE_POLL_AUTO;
+        if (q->index == DEVICE_HIPRIO_QUEUE || poll_us == 0)
+                return 0;
+        if (*adaptive)
+                return poll_policy_window(policy);
+        return (uint64_t) poll_us * 1000;
+}
+
 static void *queue_thread(void *userdata) {
         Queue *q = userdata;
+        PollPolicy policy; /* this thread's: it learns this queue's guest, from scratch per start */
         char name[16];
 
         snprintf(name, sizeof name, "vufsd-q%u", q->index);
         pthread_setname_np(pthread_self(), name);
+        poll_policy_init(&policy);
 
         queue_process(q); /* requests may have been posted before the kick fd arrived */
         while (!atomic_load(&q->stopping)) {
                 struct epoll_event ev[2];
                 eventfd_t v;
-                unsigned poll_us = atomic_load_explicit(&q->dev->poll_us, memory_order_relaxed);
+                bool adaptive, kicked = false;
+                uint64_t window_ns = queue_poll_window(q, &policy, &adaptive), idle_start = 0;
                 int n;
 
-                /* --poll-us: look at the ring a while before sleeping, so a request that comes
-                 * soon costs neither a guest kick nor our wake-up. The hiprio queue never polls. */
-                if (poll_us > 0 && q->index != DEVICE_HIPRIO_QUEUE) {
-                        bool more = queue_busy_poll(q, poll_us);
-                        if (more) /* single writer: a plain load and store, no locked add */
-                                atomic_store_explicit(&q->poll_hits,
-                                                      atomic_load_explicit(&q->poll_hits, memory_order_relaxed) + 1,
-                                                      memory_order_relaxed);
+                /* Polling: look at the ring a while before sleeping, so a request that comes soon
+                 * costs neither a guest kick nor our wake-up. */
+                if (window_ns > 0) {
+                        uint64_t spent_ns;
+                        bool more = queue_busy_poll(q, window_ns, &spent_ns);
+
+                        counter_bump(&q->polls, 1);
+                        counter_bump(&q->poll_ns, spent_ns);
+                        if (more)
+                                counter_bump(&q->poll_hits, 1);
                         else {
                                 pthread_mutex_lock(&q->lock);
                                 more = !q->vq.broken && !q->starved && vq_enable_notify(&q->vq);
                                 pthread_mutex_unlock(&q->lock);
                         }
                         if (more) {
+                                if (adaptive)
+                                        poll_policy_update(&policy, (uint32_t) window_ns, spent_ns, true);
                                 queue_process(q);
                                 continue;
                         }
+                        idle_start = now_ns() - spent_ns; /* when the idle moment began */
                 }
                 n = epoll_wait(q->epoll_fd, ev, (int) ELEMENTSOF(ev), -1);
                 if (n < 0) {
@@ -446,6 +496,13 @@ static void *queue_thread(void *userdata) {
                 for (int k = 0; k < n; k++)
                         if (ev[k].data.u32 == QUEUE_EVENT_WAKE) /* level-triggered: drain it */
                                 (void) eventfd_read(q->wake_fd, &v);
+                        else
+                                kicked = true;
+                /* An empty window: a kick says when the request came (a wake-up is a completion
+                 * or a stop, and says nothing about the guest). */
+                if (adaptive && window_ns > 0)
+                        poll_policy_update(&policy, (uint32_t) window_ns, kicked ? now_ns() - idle_start : window_ns,
+                                           false);
                 queue_process(q);
         }
         return NULL;
