@@ -207,7 +207,7 @@ static void queue_run_work(ExecWork *w) {
 /* The dispatch seam: runs the request here or hands it to the executor. backlog = requests of this
  * queue waiting behind it. *clock_ns: when the previous request of this batch ended inline (0 = not
  * known), the start of this one; updated. Queue thread only. */
-static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog, uint64_t *clock_ns) {
+static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog, GuestMemory *batch_mem, uint64_t *clock_ns) {
         Device *d = q->dev;
         QueueRequest *r = queue_request(e);
         ChainIter *in = &r->in;
@@ -245,6 +245,9 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog, uint64_t *cloc
                 return;
         }
         *clock_ns = 0;
+        /* Running elsewhere, it may outlive the batch: its own reference to the memory its
+         * iovecs point into (an inline one runs under the batch's, see queue_process()). */
+        e->mem = guest_memory_ref(batch_mem);
         r->work.run = queue_run_work;
         executor_submit(d->executor, &r->work, r->route);
 }
@@ -256,6 +259,7 @@ static void queue_process(Queue *q) {
         for (;;) {
                 unsigned n = 0, pending = 0;
                 bool more, starved = false;
+                GuestMemory *batch_mem;
 
                 if (!atomic_load(&q->enabled) || atomic_load(&q->stopping))
                         return;
@@ -303,7 +307,7 @@ static void queue_process(Queue *q) {
                                 q->free_elems = e;
                                 continue;
                         }
-                        e->mem = guest_memory_ref(q->mem);
+                        e->mem = NULL; /* the batch's reference covers it, see below */
                         atomic_store_explicit(&q->inflight,
                                               atomic_load_explicit(&q->inflight, memory_order_relaxed) + 1,
                                               memory_order_relaxed); /* under the lock, as every change */
@@ -311,11 +315,15 @@ static void queue_process(Queue *q) {
                 }
                 if (n > 0 && q->dev->executor)
                         pending = vq_pending(&q->vq); /* for auto: how far the guest is ahead of us */
+                /* One reference to the memory snapshot the batch was popped from keeps it mapped
+                 * while its requests run here, whatever the frontend does to the table meanwhile;
+                 * one per request was two locked instructions each. */
+                batch_mem = n > 0 ? guest_memory_ref(q->mem) : NULL;
                 pthread_mutex_unlock(&q->lock);
 
                 uint64_t clock_ns = 0;
                 for (unsigned i = 0; i < n; i++)
-                        queue_dispatch(q, batch[i], n - 1 - i + pending, &clock_ns);
+                        queue_dispatch(q, batch[i], n - 1 - i + pending, batch_mem, &clock_ns);
                 if (n > 0) {
                         /* Interrupts held back while the batch ran (the last request of the batch
                          * may have been handed off, or ring requests counted in its backlog). */
@@ -324,6 +332,7 @@ static void queue_process(Queue *q) {
                                 queue_notify_locked(q);
                         pthread_mutex_unlock(&q->lock);
                 }
+                batch_mem = guest_memory_unref(batch_mem);
 
                 if (starved)
                         return; /* until a completion (or the guest's next kick) */
