@@ -322,6 +322,7 @@ static int check_owner(sd_bus *bus, const char *name) {
 
 typedef struct Props {
         char *instance, *version, *shared_directory, *socket, *thread_mode, *cache_policy;
+        char *poll_mode; /* PollMode ("auto", "fixed", "off"); NULL for a daemon without it */
         char **options;
         uint32_t request_queues, connections, running_queues, pool_size;
         uint32_t poll_usec; /* PollUSec; has_poll_usec false for a daemon without it */
@@ -337,6 +338,7 @@ static void props_done(Props *p) {
         free(p->socket);
         free(p->thread_mode);
         free(p->cache_policy);
+        free(p->poll_mode);
         strv_free(p->options);
         *p = (Props) {};
 }
@@ -368,6 +370,7 @@ static const PropField prop_fields[] = {
         PROP("Socket", "s", socket),
         PROP("ThreadMode", "s", thread_mode),
         PROP("CachePolicy", "s", cache_policy),
+        PROP("PollMode", "s", poll_mode),
         PROP("Options", "as", options),
         PROP("RequestQueues", "u", request_queues),
         PROP("Connections", "u", connections),
@@ -553,6 +556,10 @@ static void json_props(FILE *f, const char *bus_name, const Props *p) {
                 json_key(f, &first, "poll_usec");
                 fprintf(f, "%" PRIu32, p->poll_usec);
         }
+        if (p->poll_mode) {
+                json_key(f, &first, "poll_mode");
+                json_string(f, p->poll_mode);
+        }
         json_key(f, &first, "options");
         fputc('[', f);
         for (char **o = p->options; o && *o; o++) {
@@ -645,7 +652,9 @@ static int verb_status(sd_bus *bus, const char *name, char **args) {
                        p.pool_size == 1 ? "" : "s");
         printf("%-16s %s\n", "Cache:", p.cache_policy);
         if (p.has_poll_usec) {
-                if (p.poll_usec > 0)
+                if (p.poll_mode && streq(p.poll_mode, "auto"))
+                        printf("%-16s auto, at most %" PRIu32 " us per request queue\n", "Busy poll:", p.poll_usec);
+                else if (p.poll_usec > 0)
                         printf("%-16s %" PRIu32 " us per request queue\n", "Busy poll:", p.poll_usec);
                 else
                         printf("%-16s off\n", "Busy poll:");
@@ -754,19 +763,24 @@ static int verb_set_poll_us(sd_bus *bus, const char *name, char **args) {
         int r;
 
         /* The range (0..1000000) is the daemon's to enforce: it answers OutOfRange with the limit. */
-        if (parse_number(arg, UINT32_MAX, &us) < 0) {
-                fprintf(stderr, "fsctl: invalid busy-poll window \"%s\": give microseconds, 0 turns polling off\n",
+        if (streq(arg, "auto"))
+                r = call_simple(bus, name, "set-poll-us", "SetPollMode", "s", "auto");
+        else if (parse_number(arg, UINT32_MAX, &us) < 0) {
+                fprintf(stderr,
+                        "fsctl: invalid busy-poll window \"%s\": give auto or microseconds, 0 turns polling off\n",
                         arg);
                 return ERR_USAGE;
-        }
-        r = call_simple(bus, name, "set-poll-us", "SetPollUSec", "u", (uint32_t) us);
+        } else
+                r = call_simple(bus, name, "set-poll-us", "SetPollUSec", "u", (uint32_t) us);
         if (r < 0)
                 return r;
         if (!arg_quiet) {
                 _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
                 Props p;
                 if (get_all_properties(bus, name, &p, &error) >= 0) {
-                        if (p.poll_usec > 0)
+                        if (p.poll_mode && streq(p.poll_mode, "auto"))
+                                printf("%s: busy poll auto (at most %" PRIu32 " us)\n", p.instance, p.poll_usec);
+                        else if (p.poll_usec > 0)
                                 printf("%s: busy poll %" PRIu32 " us\n", p.instance, p.poll_usec);
                         else
                                 printf("%s: busy poll off\n", p.instance);
@@ -798,6 +812,7 @@ typedef struct Snapshot {
         uint32_t pool_size;
         uint32_t poll_usec; /* the PollUSec property next to the snapshot */
         bool has_poll_usec;
+        bool poll_auto; /* PollMode is "auto" */
         size_t n_exec;
         char *exec_name[32];
         uint64_t exec_value[32];
@@ -900,8 +915,13 @@ static int get_statistics(sd_bus *bus, const char *name, Snapshot *s, sd_bus_err
         if (r >= 0) {
                 /* Not part of GetStatistics: a separate read, optional (older daemons lack it). */
                 _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                _cleanup_free_ char *poll_mode = NULL;
                 s->has_poll_usec = sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE,
                                                                "PollUSec", &e, 'u', &s->poll_usec) >= 0;
+                sd_bus_error_free(&e);
+                s->poll_auto = sd_bus_get_property_string(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE, "PollMode",
+                                                          &e, &poll_mode) >= 0 &&
+                               streq(poll_mode, "auto");
         }
         return r;
 }
@@ -957,10 +977,12 @@ static void format_bytes(char *buf, size_t len, double b) {
                 snprintf(buf, len, "%.1f%s", b, units[u]);
 }
 
-/* "off" or "50us", for headers; a static buffer (one use per printf). */
-static const char *format_poll(uint32_t us) {
+/* "off", "50us" or "auto", for headers; a static buffer (one use per printf). */
+static const char *format_poll(uint32_t us, bool is_auto) {
         static char buf[32];
 
+        if (is_auto)
+                return "auto";
         if (us == 0)
                 return "off";
         snprintf(buf, sizeof buf, "%" PRIu32 "us", us);
@@ -1037,6 +1059,8 @@ static void print_snapshot(const Snapshot *s) {
                 if (s->has_poll_usec) {
                         json_key(stdout, &first, "poll_usec");
                         printf("%" PRIu32, s->poll_usec);
+                        json_key(stdout, &first, "poll_mode");
+                        json_string(stdout, s->poll_auto ? "auto" : s->poll_usec ? "fixed" : "off");
                 }
                 json_key(stdout, &first, "executor");
                 fputc('{', stdout);
@@ -1055,7 +1079,7 @@ static void print_snapshot(const Snapshot *s) {
         }
         printf("Instance %s: threads %s (pool size %" PRIu32 ")", arg_instance, s->thread_mode, s->pool_size);
         if (s->has_poll_usec)
-                printf(", busy poll %s", format_poll(s->poll_usec));
+                printf(", busy poll %s", format_poll(s->poll_usec, s->poll_auto));
         printf(", %" PRIu64 " in flight\n", s->in_flight);
         fputs("Executor:", stdout);
         for (size_t i = 0; i < s->n_exec; i++)
@@ -1176,7 +1200,7 @@ static void print_watch(const Snapshot *prev, const Snapshot *cur, bool tty) {
                 strftime(clock, sizeof clock, "%H:%M:%S", localtime_r(&t, &tm));
                 printf("vufsd %s  %s  threads %s (pool %" PRIu32 ")%s%s  in flight %" PRIu64 "  every %.1fs\n",
                        arg_instance, clock, cur->thread_mode, cur->pool_size, cur->has_poll_usec ? "  poll " : "",
-                       cur->has_poll_usec ? format_poll(cur->poll_usec) : "", cur->in_flight, dt);
+                       cur->has_poll_usec ? format_poll(cur->poll_usec, cur->poll_auto) : "", cur->in_flight, dt);
         }
         printf("%-16s %10s %9s %8s %9s %9s\n", "OPCODE", "REQ/S", "MB/S", "ERR/S", "P50", "P99");
         for (size_t i = 0; i <= n; i++) {
@@ -1250,8 +1274,8 @@ static void help(void) {
                "                                pool/auto with --size N (default: keep the current size)\n"
                "  set-cache never|metadata|auto|always\n"
                "                                cache policy for new lookups and opens\n"
-               "  set-poll-us N                 busy-poll window of the request queues in microseconds\n"
-               "                                (0..1000000, 0 = off)\n"
+               "  set-poll-us auto|N            busy-poll window of the request queues: adaptive, or N\n"
+               "                                microseconds (0..1000000, 0 = off)\n"
                "  stats [--watch [--interval SEC] [--count N]]\n"
                "                                request statistics; --watch refreshes a table of\n"
                "                                requests/s, MB/s, p50/p99 latency per opcode\n"

@@ -246,10 +246,26 @@ static int property_get_cache_policy(sd_bus *bus, const char *path, const char *
                                      cache_policy_to_string(fuse_server_get_cache_policy(b->manager->fs)));
 }
 
+/* PollMode: "auto", "fixed" or "off"; PollUSec: the fixed window, 0 when off, and under auto the
+ * longest window auto spins (so a client that knows only PollUSec reads a number, not a sentinel). */
+static const char *poll_mode_string(unsigned us) {
+        return us == DEVICE_POLL_AUTO ? "auto" : us == 0 ? "off" : "fixed";
+}
+
+static uint32_t poll_usec_value(unsigned us) {
+        return us == DEVICE_POLL_AUTO ? DEVICE_AUTO_POLL_MAX_US : us;
+}
+
 static int property_get_poll_us(sd_bus *bus, const char *path, const char *interface, const char *property,
                                 sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Bus *b = userdata;
-        return sd_bus_message_append(reply, "u", device_get_poll_us(b->manager->device));
+        return sd_bus_message_append(reply, "u", poll_usec_value(device_get_poll_us(b->manager->device)));
+}
+
+static int property_get_poll_mode(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Bus *b = userdata;
+        return sd_bus_message_append(reply, "s", poll_mode_string(device_get_poll_us(b->manager->device)));
 }
 
 static int property_get_uptime(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -419,12 +435,31 @@ static int method_set_cache_policy(sd_bus_message *msg, void *userdata, sd_bus_e
         return sd_bus_reply_method_return(msg, NULL);
 }
 
+/* Applies a new poll setting and announces both properties when either changed. */
+static void set_poll(Bus *b, unsigned us) {
+        Device *d = b->manager->device;
+        char *changed[3] = {};
+        unsigned old = device_get_poll_us(d), n = 0;
+
+        device_set_poll_us(d, us);
+        if (us == DEVICE_POLL_AUTO)
+                log_info("Busy polling set to auto, at most %u us (by bus request)", DEVICE_AUTO_POLL_MAX_US);
+        else if (us > 0)
+                log_info("Busy-poll window set to %u us (by bus request)", us);
+        else
+                log_info("Busy polling turned off (by bus request)");
+        /* Each property that changed, once: 50 fixed and auto read the same PollUSec. */
+        if (poll_usec_value(us) != poll_usec_value(old))
+                changed[n++] = (char *) "PollUSec";
+        if (!streq(poll_mode_string(us), poll_mode_string(old)))
+                changed[n++] = (char *) "PollMode";
+        if (n > 0)
+                (void) emit_changed(b, changed);
+}
+
 static int method_set_poll_us(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Bus *b = userdata;
-        Device *d = b->manager->device;
-        char *changed[] = { (char *) "PollUSec", NULL };
         uint32_t us;
-        unsigned old;
         int r;
 
         r = sd_bus_message_read(msg, "u", &us);
@@ -439,14 +474,33 @@ static int method_set_poll_us(sd_bus_message *msg, void *userdata, sd_bus_error 
                                          "Busy-poll window %" PRIu32 " is out of range: 0..%u microseconds "
                                          "(0 turns polling off)",
                                          us, DEVICE_MAX_POLL_US);
-        old = device_get_poll_us(d);
-        device_set_poll_us(d, us);
-        if (us > 0)
-                log_info("Busy-poll window set to %" PRIu32 " us (by bus request)", us);
+        set_poll(b, us);
+        return sd_bus_reply_method_return(msg, NULL);
+}
+
+static int method_set_poll_mode(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Bus *b = userdata;
+        const char *mode;
+        unsigned us;
+        int r;
+
+        r = sd_bus_message_read(msg, "s", &mode);
+        if (r < 0)
+                return r;
+        r = check_caller_privileged(b, msg, error);
+        if (r < 0)
+                return r;
+
+        if (streq(mode, "auto"))
+                us = DEVICE_POLL_AUTO;
+        else if (streq(mode, "off"))
+                us = 0;
+        else if (streq(mode, "fixed")) /* the last fixed window (SetPollUSec), or the default one */
+                us = device_get_poll_fixed_us(b->manager->device);
         else
-                log_info("Busy polling turned off (by bus request)");
-        if (us != old)
-                (void) emit_changed(b, changed);
+                return sd_bus_error_setf(error, BUS_ERROR_INVALID_MODE,
+                                         "Unknown busy-poll mode \"%s\": auto, fixed or off", mode);
+        set_poll(b, us);
         return sd_bus_reply_method_return(msg, NULL);
 }
 
@@ -483,6 +537,7 @@ static int method_get_statistics(sd_bus_message *msg, void *userdata, sd_bus_err
         Bus *b = userdata;
         Manager *m = b->manager;
         ExecutorState st;
+        DevicePollStats ps;
         DeviceInfo info;
         uint64_t ts;
         int r;
@@ -494,6 +549,7 @@ static int method_get_statistics(sd_bus_message *msg, void *userdata, sd_bus_err
         stats_snapshot(m->stats, snap);
         executor_get_state(m->executor, &st);
         device_get_info(m->device, &info);
+        device_get_poll_stats(m->device, &ps);
 
         r = sd_bus_message_new_method_return(msg, &reply);
         if (r < 0)
@@ -502,12 +558,12 @@ static int method_get_statistics(sd_bus_message *msg, void *userdata, sd_bus_err
                                   st.pool_size);
         if (r < 0)
                 return r;
-        r = sd_bus_message_append(reply, "a{st}", 10, "mode_switches", st.switches, "live_workers",
+        r = sd_bus_message_append(reply, "a{st}", 12, "mode_switches", st.switches, "live_workers",
                                   (uint64_t) st.live_workers, "inline_runs", st.inline_runs, "pool_runs",
                                   st.pool_runs, "helper_runs", st.helper_runs, "auto_inline", st.auto_inline,
                                   "auto_pool", st.auto_pool, "pool_queued", (uint64_t) st.pool_queued,
-                                  "live_helpers", (uint64_t) st.live_helpers, "poll_hits",
-                                  device_poll_hits(m->device));
+                                  "live_helpers", (uint64_t) st.live_helpers, "poll_hits", ps.hits, "polls",
+                                  ps.polls, "poll_usec", ps.poll_ns / 1000);
         if (r < 0)
                 return r;
 
@@ -547,6 +603,8 @@ static const sd_bus_vtable daemon_vtable[] = {
                                 method_set_cache_policy, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("SetPollUSec", SD_BUS_ARGS("u", usec), SD_BUS_NO_RESULT, method_set_poll_us,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetPollMode", SD_BUS_ARGS("s", mode), SD_BUS_NO_RESULT, method_set_poll_mode,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ResetStatistics", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_reset_statistics,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetStatistics", SD_BUS_NO_ARGS,
@@ -570,6 +628,7 @@ static const sd_bus_vtable daemon_vtable[] = {
         SD_BUS_PROPERTY("PoolSize", "u", property_get_pool_size, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("CachePolicy", "s", property_get_cache_policy, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("PollUSec", "u", property_get_poll_us, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PollMode", "s", property_get_poll_mode, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("UptimeUSec", "t", property_get_uptime, 0, 0),
         SD_BUS_PROPERTY("InFlight", "t", property_get_in_flight, 0, 0),
         SD_BUS_VTABLE_END

@@ -127,7 +127,8 @@ static int apply_queues(Config *c, const char *path, const KeyDef *def, const ch
 }
 
 static int apply_poll_us(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
-        c->poll_us = (unsigned)u;
+        if (config_parse_poll_us(s, &c->poll_us) < 0)
+                return file_error(path, def, s, "must be auto or a number 0..%u", DEVICE_MAX_POLL_US);
         return 0;
 }
 
@@ -186,7 +187,7 @@ static const KeyDef keys[] = {
         { "Threads", "Mode", KEY_STRING, 0, 0, apply_mode },
         { "Threads", "PoolSize", KEY_UINT, 0, 1024, apply_pool_size },
         { "Threads", "RequestQueues", KEY_UINT, 1, DEVICE_MAX_REQUEST_QUEUES, apply_queues },
-        { "Threads", "PollUSec", KEY_UINT, 0, DEVICE_MAX_POLL_US, apply_poll_us },
+        { "Threads", "PollUSec", KEY_STRING, 0, 0, apply_poll_us }, /* auto or a number */
         { "Security", "Sandbox", KEY_STRING, 0, 0, apply_sandbox },
         { "Security", "Seccomp", KEY_STRING, 0, 0, apply_seccomp },
         { "Security", "RlimitNofile", KEY_UINT, 1, UINT32_MAX, apply_rlimit },

@@ -51,6 +51,7 @@ void config_init(Config *c) {
                 .seccomp = syscall_filter_default(),
                 .capabilities = capabilities_default(false),
                 .modcaps_keep = UINT64_MAX,
+                .poll_us = DEVICE_POLL_AUTO,
                 .posix_acl_mode = FEATURE_NEVER,
                 .security_label_mode = FEATURE_NEVER,
                 .migration_mode = MIGRATION_FIND_PATHS,
@@ -650,7 +651,8 @@ static const OptionDef option_defs[] = {
           "workers for pool/auto, 1..1024; without --threads: 0 = inline, N = pool of N (virtiofsd)" },
         { "threads", required_argument, ARG_THREADS, "MODE",
           "inline (default): queue threads run requests in guest order; pool; auto" },
-        { "poll-us", required_argument, ARG_POLL_US, "N", "busy-poll the request queues N microseconds (default 0)" },
+        { "poll-us", required_argument, ARG_POLL_US, "N|auto",
+          "busy-poll the request queues N microseconds, 0 = off (default auto: adaptive)" },
         SECTION("Process and confinement"),
         { "sandbox", required_argument, ARG_SANDBOX, "MODE",
           "namespace (default; unprivileged in a user namespace), chroot, none" },
@@ -749,6 +751,19 @@ static void build_getopt_options(void) {
                         getopt_options[n++] = (struct option){ option_defs[i].name, option_defs[i].has_arg, NULL,
                                                                option_defs[i].id };
         getopt_options[n] = (struct option){};
+}
+
+int config_parse_poll_us(const char *s, unsigned *ret) {
+        uint64_t u;
+
+        if (streq(s, "auto")) {
+                *ret = DEVICE_POLL_AUTO;
+                return 0;
+        }
+        if (parse_uint(s, DEVICE_MAX_POLL_US, &u) < 0)
+                return -EINVAL;
+        *ret = (unsigned) u;
+        return 0;
 }
 
 static int set_uint_option(const char *name, const char *v, uint64_t min, uint64_t max, uint64_t *ret) {
@@ -882,8 +897,9 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                                 r = usage_error("--threads must be inline, pool or auto, got \"%s\"", optarg);
                         break;
                 case ARG_POLL_US:
-                        r = set_uint_option("poll-us", optarg, 0, DEVICE_MAX_POLL_US, &u);
-                        c->poll_us = (unsigned)u;
+                        if (config_parse_poll_us(optarg, &c->poll_us) < 0)
+                                r = usage_error("--poll-us must be auto or a number 0..%u, got \"%s\"",
+                                                DEVICE_MAX_POLL_US, optarg);
                         break;
                 case ARG_SANDBOX:
                         r = set_sandbox(c, "--sandbox", optarg);

@@ -73,7 +73,8 @@ typedef struct Config {
         int thread_pool_size_given;
         ThreadMode thread_mode;
         unsigned pool_size;
-        unsigned poll_us; /* --poll-us: busy-poll window of the request queues, 0 = off */
+        unsigned poll_us; /* --poll-us: busy-poll window of the request queues in µs, 0 = off,
+                           * DEVICE_POLL_AUTO (the default) = adaptive */
 
         /* Process and confinement */
         uint64_t rlimit_nofile; /* 0 = leave the limit to passthrough_raise_fd_limit()'s default */
@@ -150,6 +151,8 @@ int id_map_parse(const char *s, IdMapEntry *ret, const char **ret_why);
  * (-E2BIG, ID_MAP_MAX_ENTRIES); *ret_why says which. */
 int id_map_add(IdMapList *l, const IdMapEntry *e, const char **ret_why);
 int config_parse_id_translate(const char *s, IdTranslateEntry *ret);
+/* "auto" (DEVICE_POLL_AUTO) or 0..DEVICE_MAX_POLL_US: --poll-us and [Threads] PollUSec=. */
+int config_parse_poll_us(const char *s, unsigned *ret);
 
 /* The i-th long option the parser accepts (without "--"), NULL past the last: the tests check
  * --help, the man page and docs/launchers.md against this list. */

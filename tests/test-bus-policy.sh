@@ -192,6 +192,9 @@ check "raw call: AccessDenied" grep -qi "access denied\|AccessDenied" <<<"$out"
 out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.vufsd.Daemon1 SetPollUSec u 100 2>&1); rc=$?
 check "nobody: raw SetPollUSec call denied (busctl exit $rc)" test $rc != 0
 check "raw SetPollUSec: AccessDenied" grep -qi "access denied\|AccessDenied" <<<"$out"
+out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.vufsd.Daemon1 SetPollMode s off 2>&1); rc=$?
+check "nobody: raw SetPollMode call denied (busctl exit $rc)" test $rc != 0
+check "raw SetPollMode: AccessDenied" grep -qi "access denied\|AccessDenied" <<<"$out"
 out=$("${NOBODY[@]}" busctl call org.vufsd.Instance.pol1 /org/vufsd/Daemon org.freedesktop.DBus.Properties Set ssv org.vufsd.Daemon1 CachePolicy s always 2>&1); rc=$?
 check "nobody: Properties.Set denied (busctl exit $rc)" test $rc != 0
 out=$("${NOBODY[@]}" busctl get-property org.vufsd.Instance.pol1 /org/vufsd/Daemon org.vufsd.Daemon1 PollUSec 2>"$T/err"); rc=$?; err=$(cat "$T/err")
@@ -298,7 +301,9 @@ as_nobody -i pol2 set-poll-us 100
 want 4 "open bus: nobody's set-poll-us refused by vufsd"
 check "vufsd says who may (set-poll-us)" grep -q 'Only root and members of the group "vufsd" may change vufsd instance "pol2"' <<<"$err"
 as_root -i pol2 status --json
-check "open bus: nobody's set-poll-us changed nothing" json 'd["poll_usec"]==0'
+check "open bus: nobody's set-poll-us changed nothing" json 'd["poll_usec"]==50 and d["poll_mode"]=="auto"'
+as_nobody -i pol2 set-poll-us auto
+want 4 "open bus: nobody's set-poll-us auto (SetPollMode) refused by vufsd"
 as_nobody -i pol2 status
 want 0 "open bus: nobody reads"
 as_admin -i pol2 set-threads 2

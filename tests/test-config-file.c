@@ -9,6 +9,7 @@
 
 #include "config-file.h"
 #include "config.h"
+#include "device.h"
 #include "capabilities.h"
 #include <linux/capability.h>
 #include "test-main.h"
@@ -101,8 +102,8 @@ START_TEST(test_defaults_kept) {
         ck_assert_int_eq(c.fs.cache, d.fs.cache);
         ck_assert_int_eq(c.thread_pool_size_given, d.thread_pool_size_given);
         ck_assert_uint_eq(c.n_request_queues, d.n_request_queues);
-        ck_assert_uint_eq(c.poll_us, 0); /* documented default: off */
-        ck_assert_uint_eq(d.poll_us, 0);
+        ck_assert_uint_eq(c.poll_us, DEVICE_POLL_AUTO); /* documented default: auto */
+        ck_assert_uint_eq(d.poll_us, DEVICE_POLL_AUTO);
         ck_assert_int_eq(c.threads_given, -1);
         ck_assert_int_eq(c.sandbox, d.sandbox);
         ck_assert(c.fs.flock == d.fs.flock);
@@ -133,6 +134,8 @@ START_TEST(test_bad_files) {
                 "[Threads]\nPollUSec=1000001\n",
                 "[Threads]\nPollUSec=-1\n",
                 "[Threads]\nPollUSec=50us\n",
+                "[Threads]\nPollUSec=automatic\n",
+                "[Threads]\nPollUSec=4294967295\n",
                 "[Threads]\nPollUSec=\n",
                 "[Threads]\nPollUs=50\n", /* the key's spelling is PollUSec */
                 "[Share]\nPollUSec=50\n", /* wrong section */
@@ -174,6 +177,14 @@ START_TEST(test_command_line_overrides) {
                               &c),
                          1);
         ck_assert_uint_eq(c.poll_us, 1000000); /* the upper bound is accepted */
+        config_done(&c);
+        ck_assert_int_eq(load("[Share]\nDirectory=/x\n[Threads]\nPollUSec=auto\n", &c), 1);
+        ck_assert_uint_eq(c.poll_us, DEVICE_POLL_AUTO);
+        config_done(&c);
+        ck_assert_int_eq(load("[Share]\nDirectory=/from/file\nCache=never\nOptions=no_flock\n"
+                              "[Threads]\nPoolSize=8\nRequestQueues=3\nPollUSec=1000000\n",
+                              &c),
+                         1);
         ck_assert_int_eq(config_parse_argv(&c, 6, argv), 0);
         ck_assert_str_eq(c.shared_dir, "/from/file"); /* not on the command line: the file's */
         ck_assert_uint_eq(c.n_request_queues, 3);

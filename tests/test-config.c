@@ -10,6 +10,7 @@
 
 #include "capabilities.h"
 #include "config.h"
+#include "device.h"
 #include "test-main.h"
 
 /* Parses a NULL-terminated argument list (after "vufsd") into c. */
@@ -112,6 +113,18 @@ START_TEST(test_defaults) {
         ck_assert_int_eq(config_verify(&c), 0);
         ck_assert_int_eq(c.thread_mode, THREAD_MODE_INLINE); /* --thread-pool-size 0 (default) */
         ck_assert(!c.fs.posix_acl && !c.fs.security_label);
+        ck_assert_uint_eq(c.poll_us, DEVICE_POLL_AUTO); /* adaptive busy polling by default */
+        config_done(&c);
+
+        /* --poll-us: auto, a fixed window, or 0 = off */
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/srv", "--poll-us=50", "--poll-us=auto"), 0);
+        ck_assert_uint_eq(c.poll_us, DEVICE_POLL_AUTO);
+        config_done(&c);
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/srv", "--poll-us=auto", "--poll-us=50"), 0);
+        ck_assert_uint_eq(c.poll_us, 50);
+        config_done(&c);
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/srv", "--poll-us=0"), 0);
+        ck_assert_uint_eq(c.poll_us, 0);
         config_done(&c);
 
         /* --cache=never turns READDIRPLUS off, as in the Rust virtiofsd */
@@ -224,6 +237,10 @@ START_TEST(test_usage_errors) {
                 { "--thread-pool-size=-1", NULL },
                 { "--thread-pool-size=1025", NULL },
                 { "--threads=many", NULL },
+                { "--poll-us=automatic", NULL },
+                { "--poll-us=1000001", NULL },
+                { "--poll-us=4294967295", NULL }, /* the internal auto sentinel is no number to give */
+                { "--poll-us=-1", NULL },
                 { "--fd=x", NULL },
                 { "--num-request-queues=0", NULL },
                 { "--migration-mode=copy", NULL },

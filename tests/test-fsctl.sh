@@ -121,11 +121,13 @@ F -i vm1 status --json
 check "cache still never" json 'd["cache_policy"]=="never"'
 
 # ---- set-poll-us ----
-check "status --json: poll_usec 0 by default" json 'd["poll_usec"]==0'
+check "status --json: auto by default, at most 50 us" json 'd["poll_usec"]==50 and d["poll_mode"]=="auto"'
 F -i vm1 status
-check "status: busy poll off" grep -q "^Busy poll: *off$" <<<"$out"
+check "status: busy poll auto" grep -q "^Busy poll: *auto, at most 50 us per request queue$" <<<"$out"
 expect_rc 0 "set-poll-us 50" -i vm1 set-poll-us 50
 check "set-poll-us confirms" grep -q "^vm1: busy poll 50 us$" <<<"$out"
+F -i vm1 status --json
+check "status --json: poll_mode fixed" json 'd["poll_mode"]=="fixed"'
 F -i vm1 status
 check "status: busy poll 50 us" grep -q "^Busy poll: *50 us per request queue$" <<<"$out"
 F -i vm1 status --json
@@ -144,10 +146,19 @@ F -i vm1 status --json
 check "refused set-poll-us changed nothing" json 'd["poll_usec"]==50'
 expect_rc 0 "set-poll-us 1000000 (the limit)" -q -i vm1 set-poll-us 1000000
 check "set-poll-us --quiet prints nothing" test -z "$out"
+expect_rc 0 "set-poll-us auto" -i vm1 set-poll-us auto
+check "set-poll-us auto confirms" grep -q "^vm1: busy poll auto (at most 50 us)$" <<<"$out"
+F -i vm1 status --json
+check "status --json: auto again" json 'd["poll_usec"]==50 and d["poll_mode"]=="auto"'
+F -i vm1 stats --json
+check "stats --json: poll_mode auto, polls and poll_usec counters" json 'd["poll_mode"]=="auto" and "polls" in d["executor"] and "poll_usec" in d["executor"]'
+F -i vm1 stats
+check "stats header shows busy poll auto" grep -q ", busy poll auto, " <<<"$out"
+expect_rc 2 "set-poll-us Auto" -i vm1 set-poll-us Auto
 expect_rc 0 "set-poll-us 0" -i vm1 set-poll-us 0
 check "set-poll-us 0 confirms off" grep -q "^vm1: busy poll off$" <<<"$out"
 F -i vm1 status --json
-check "poll_usec back to 0" json 'd["poll_usec"]==0'
+check "poll_usec back to 0" json 'd["poll_usec"]==0 and d["poll_mode"]=="off"'
 
 # ---- errors ----
 expect_rc 3 "no such instance" -i nope status
@@ -166,7 +177,7 @@ expect_rc 2 "status with an extra argument" status extra
 expect_rc 2 "--watch without stats" --watch status
 expect_rc 0 "--help" --help
 check "--help lists the verbs" grep -q "set-threads N|inline|pool|auto" <<<"$out"
-check "--help lists set-poll-us" grep -q "set-poll-us N" <<<"$out"
+check "--help lists set-poll-us" grep -q "set-poll-us auto|N" <<<"$out"
 expect_rc 0 "--version" --version
 
 # ---- statistics per mode: set-threads visibly changes what the data path does ----

@@ -47,6 +47,8 @@ typedef struct Queue {
         /* Busy-poll windows that found requests (no kick, no sleep): written by the queue thread
          * only, read by anyone; kept across resets so the device total only grows. */
         _Atomic uint64_t poll_hits;
+        _Atomic uint64_t polls;   /* windows started (same rules) */
+        _Atomic uint64_t poll_ns; /* time spent in them (spinning: CPU time, without a system call) */
 } Queue;
 
 struct Device {
@@ -69,5 +71,6 @@ struct Device {
 
         /* Busy-poll window in microseconds before a request queue thread sleeps (0 = never);
          * read by the queue threads at every idle moment, so it switches at run time. */
-        _Atomic unsigned poll_us;
+        _Atomic unsigned poll_us;     /* or DEVICE_POLL_AUTO: the adaptive window (poll-policy.c) */
+        _Atomic unsigned poll_fixed_us; /* the last fixed window set, for SetPollMode("fixed") */
 };

@@ -77,6 +77,7 @@ int device_new(Device **ret, const RequestHandler *handler, unsigned n_request_q
                 return -ENOMEM;
         d->handler = *handler;
         d->n_queues = 1 + n_request_queues;
+        d->poll_fixed_us = DEVICE_DEFAULT_FIXED_POLL_US;
         for (unsigned i = 0; i < d->n_queues; i++) {
                 queue_init(&d->queues[i], d, i);
                 d->queues[i].wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -22,6 +22,7 @@
 
 #include "chain.h"
 #include "executor.h"
+#include "poll-policy.h"
 #include "util.h"
 #include "vhost-user.h"
 
@@ -70,12 +71,28 @@ typedef struct RequestHandler {
 } RequestHandler;
 
 #define DEVICE_MAX_POLL_US 1000000u
+/* device_set_poll_us(d, DEVICE_POLL_AUTO): each request queue thread spins only as long as its
+ * guest's requests come quickly after the replies (poll-policy.h), at most DEVICE_AUTO_POLL_MAX_US. */
+#define DEVICE_POLL_AUTO UINT32_MAX
+#define DEVICE_AUTO_POLL_MAX_US (POLL_AUTO_MAX_NS / 1000)
+/* The fixed window SetPollMode("fixed") selects before any was set. */
+#define DEVICE_DEFAULT_FIXED_POLL_US 50u
 
-/* Sets the busy-poll window (0 disables it, at most DEVICE_MAX_POLL_US); any thread, takes effect
- * at the queue threads' next idle moment. */
+/* Sets the busy-poll window: 0 disables it, DEVICE_POLL_AUTO adapts it, any other value is a fixed
+ * window (at most DEVICE_MAX_POLL_US). Any thread; takes effect at the queue threads' next idle
+ * moment. */
 void device_set_poll_us(Device *d, unsigned us);
 unsigned device_get_poll_us(Device *d);
-/* Busy-poll windows, all request queues together, that ended with requests found (since start). */
+/* The last fixed window set (DEVICE_DEFAULT_FIXED_POLL_US before any). */
+unsigned device_get_poll_fixed_us(Device *d);
+
+typedef struct DevicePollStats {
+        uint64_t polls;   /* busy-poll windows started, all request queues, since start */
+        uint64_t hits;    /* ...that found requests (no kick, no sleep) */
+        uint64_t poll_ns; /* time spent spinning in them: CPU time, as the thread spins */
+} DevicePollStats;
+void device_get_poll_stats(Device *d, DevicePollStats *ret);
+/* DevicePollStats.hits alone. */
 uint64_t device_poll_hits(Device *d);
 
 /* handler is copied; what its data points to must outlive the device. */

@@ -1,0 +1,49 @@
+/* poll-policy.c: the adaptive busy-poll window (--poll-us=auto); see poll-policy.h.
+ *
+ * Spinning pays when the guest's next request comes before the thread would have gone to sleep
+ * and been woken: then it costs neither a guest kick (a VM exit) nor a wake-up (several µs of
+ * both CPUs). It does not pay when the next request comes later than any window worth spinning:
+ * the CPU burns for nothing. So the window follows the gaps polling observed: twice their average
+ * (most gaps of a steady guest fit), never more than POLL_AUTO_MAX_NS. Only polling measures the
+ * guest's pace (a gap seen after a sleep includes our own wake-up), so when polling stops paying
+ * it does not stop for good: attempts back off exponentially, down to one window of at most
+ * POLL_AUTO_MAX_NS every POLL_MAX_SKIP + 1 idle moments, and a hit brings polling back at once.
+ * A guest that stops sending has no further idle moments: it costs nothing after its last window. */
+#include "poll-policy.h"
+
+#include "util.h"
+
+void poll_policy_init(PollPolicy *p) {
+        *p = (PollPolicy){ .gap_ns = POLL_GAP_CAP_NS };
+}
+
+uint32_t poll_policy_window(PollPolicy *p) {
+        if (p->skip > 0) {
+                p->skip--;
+                return 0;
+        }
+        /* Backing off, or nothing learnt: probe with the longest window. */
+        if (p->backoff > 0 || p->gap_ns >= POLL_AUTO_MAX_NS / 2)
+                return POLL_AUTO_MAX_NS;
+        return MAX(2 * p->gap_ns, POLL_MIN_WINDOW_NS);
+}
+
+void poll_policy_update(PollPolicy *p, uint32_t window_ns, uint64_t gap_ns, bool hit) {
+        int64_t g;
+
+        if (window_ns == 0)
+                return;
+        /* A miss says the gap was at least the window (or, woken by a request, how long it was). */
+        g = (int64_t)MIN(hit ? gap_ns : MAX(gap_ns, (uint64_t)window_ns), (uint64_t)POLL_GAP_CAP_NS);
+        p->gap_ns = (uint32_t)((int64_t)p->gap_ns + (g - (int64_t)p->gap_ns) / 4);
+        if (hit) {
+                p->misses = 0;
+                p->backoff = 0;
+                return;
+        }
+        if (p->backoff == 0 && ++p->misses < POLL_MISSES_BEFORE_BACKOFF)
+                return;
+        p->misses = 0;
+        p->backoff = MIN(p->backoff + 1u, POLL_MAX_BACKOFF);
+        p->skip = (1u << p->backoff) - 1;
+}

@@ -1,0 +1,210 @@
+/* test-poll-policy.c: the adaptive busy-poll window (--poll-us=auto) as a pure function: it grows
+ * to cover a fast guest's gaps and shrinks with them, stays within its cap, backs off
+ * exponentially when polls come back empty, costs a guest slower than the cap under 1 % and
+ * learns nothing from gaps measured across a sleep. */
+#include <check.h>
+
+#include "poll-policy.h"
+#include "test-main.h"
+#include "util.h"
+
+/* One idle moment of a guest whose next request comes gap_ns after the reply: the thread spins the
+ * window it is given; a request inside it is a hit, otherwise it sleeps and sees the request at
+ * gap_ns + wake_ns (the wake-up's latency). Returns the window spun. */
+static uint32_t moment(PollPolicy *p, uint64_t gap_ns, uint64_t wake_ns) {
+        uint32_t w = poll_policy_window(p);
+        bool hit = w > 0 && gap_ns <= w;
+
+        poll_policy_update(p, w, hit ? gap_ns : gap_ns + wake_ns, hit);
+        return w;
+}
+
+/* Windows spun over n idle moments of a guest gap_ns apart (wake_ns: the thread's wake-up), and
+ * how many found the request. */
+static uint64_t run(PollPolicy *p, unsigned n, uint64_t gap_ns, uint64_t wake_ns, unsigned *windows, unsigned *hits) {
+        uint64_t spun = 0;
+
+        *windows = *hits = 0;
+        for (unsigned i = 0; i < n; i++) {
+                uint32_t w = poll_policy_window(p);
+                bool hit = w > 0 && gap_ns <= w;
+
+                if (w > 0) {
+                        poll_policy_update(p, w, hit ? gap_ns : gap_ns + wake_ns, hit);
+                        spun += hit ? gap_ns : w;
+                        ++*windows;
+                        *hits += hit;
+                }
+        }
+        return spun;
+}
+
+START_TEST(test_first_window_probes) {
+        PollPolicy p;
+
+        /* Nothing learnt: probe with the longest window (a guest that then sends nothing has no
+         * further idle moment, so this is all it costs). */
+        poll_policy_init(&p);
+        ck_assert_uint_eq(poll_policy_window(&p), POLL_AUTO_MAX_NS);
+}
+END_TEST
+
+START_TEST(test_grows_to_cover_gaps) {
+        static const uint64_t gaps[] = { 1000, 3000, 8000, 15000, 20000, 40000 };
+
+        for (unsigned g = 0; g < ELEMENTSOF(gaps); g++) {
+                PollPolicy p;
+                unsigned hits = 0;
+
+                poll_policy_init(&p);
+                for (unsigned i = 0; i < 40; i++) /* learning */
+                        (void)moment(&p, gaps[g], 10000);
+                for (unsigned i = 0; i < 100; i++) {
+                        uint32_t w = moment(&p, gaps[g], 10000);
+                        ck_assert_uint_le(w, POLL_AUTO_MAX_NS);
+                        ck_assert_uint_ge(w, gaps[g]); /* covers the gap... */
+                        /* ...and not much more (up to the cap for gaps near it) */
+                        ck_assert_uint_le(w, MAX(2 * gaps[g] + POLL_MIN_WINDOW_NS, POLL_AUTO_MAX_NS / 2 * 2));
+                        hits += w >= gaps[g];
+                }
+                ck_assert_uint_eq(hits, 100);
+        }
+}
+END_TEST
+
+START_TEST(test_window_shrinks_with_gaps) {
+        PollPolicy p;
+
+        poll_policy_init(&p);
+        for (unsigned i = 0; i < 40; i++)
+                (void)moment(&p, 20000, 10000);
+        ck_assert_uint_ge(poll_policy_window(&p), 20000);
+        for (unsigned i = 0; i < 40; i++)
+                (void)moment(&p, 2000, 10000);
+        ck_assert_uint_le(poll_policy_window(&p), 2 * 2000 + POLL_MIN_WINDOW_NS);
+}
+END_TEST
+
+START_TEST(test_cap) {
+        PollPolicy p;
+
+        poll_policy_init(&p);
+        for (unsigned i = 0; i < 200; i++)
+                ck_assert_uint_le(moment(&p, POLL_AUTO_MAX_NS * 9 / 10, 10000), POLL_AUTO_MAX_NS);
+        ck_assert_uint_eq(poll_policy_window(&p), POLL_AUTO_MAX_NS);
+}
+END_TEST
+
+/* A guest slower than the longest window: no window ever finds its request, and the probes left
+ * cost under 1 % of the time (a fixed window would spin for all of them). */
+START_TEST(test_slow_guest_costs_nothing) {
+        static const uint64_t gaps[] = { POLL_AUTO_MAX_NS + 5000, 2 * POLL_AUTO_MAX_NS, 1000000, 1000000000 };
+
+        for (unsigned g = 0; g < ELEMENTSOF(gaps); g++) {
+                PollPolicy p;
+                unsigned windows, hits;
+                uint64_t spun;
+
+                poll_policy_init(&p);
+                spun = run(&p, 10000, gaps[g], 10000, &windows, &hits);
+                ck_assert_uint_eq(hits, 0);
+                ck_assert_msg(spun * 100 < gaps[g] * 10000, "gap %" PRIu64 ": spun %" PRIu64 " ns in %u windows",
+                              gaps[g], spun, windows);
+                ck_assert_uint_le(windows, POLL_MAX_BACKOFF + 2 + 10000 / (POLL_MAX_SKIP + 1) + 1);
+        }
+}
+END_TEST
+
+START_TEST(test_backs_off_when_guest_slows) {
+        PollPolicy p;
+        unsigned windows, hits;
+        uint64_t spun;
+
+        poll_policy_init(&p);
+        (void)run(&p, 100, 5000, 10000, &windows, &hits);
+        ck_assert_uint_eq(hits, windows);
+        ck_assert_uint_gt(poll_policy_window(&p), 0);
+        /* Now 1 ms between requests: a few empty windows, then the attempts thin out. */
+        spun = run(&p, 1000, 1000000, 10000, &windows, &hits);
+        ck_assert_uint_eq(hits, 0);
+        ck_assert_uint_le(windows, 20);
+        ck_assert_uint_lt(spun, 1000 * 1000000ull / 100);
+}
+END_TEST
+
+START_TEST(test_empty_polls_back_off_exponentially) {
+        PollPolicy p;
+        unsigned polled = 0, first_gap = 0, last_gap = 0, since = 0;
+
+        /* Every window empty: the moments between windows double up to POLL_MAX_SKIP. */
+        poll_policy_init(&p);
+        for (unsigned i = 0; i < 2000; i++) {
+                uint32_t w = poll_policy_window(&p);
+                since++;
+                if (w == 0)
+                        continue;
+                if (polled == POLL_MISSES_BEFORE_BACKOFF)
+                        first_gap = since;
+                last_gap = since;
+                since = 0;
+                polled++;
+                poll_policy_update(&p, w, UINT64_MAX, false);
+        }
+        ck_assert_uint_le(polled, POLL_MISSES_BEFORE_BACKOFF + POLL_MAX_BACKOFF + 2000 / (POLL_MAX_SKIP + 1) + 1);
+        ck_assert_uint_eq(first_gap, 2);
+        ck_assert_uint_eq(last_gap, POLL_MAX_SKIP + 1);
+}
+END_TEST
+
+START_TEST(test_hit_resets_backoff) {
+        PollPolicy p;
+        unsigned windows, hits;
+
+        poll_policy_init(&p);
+        for (unsigned i = 0; i < 20; i++) {
+                uint32_t w = poll_policy_window(&p);
+                if (w > 0)
+                        poll_policy_update(&p, w, UINT64_MAX, false);
+        }
+        ck_assert_uint_gt(p.backoff, 0);
+        /* Back to a steady fast guest: the next probe finds it and polling resumes at once. */
+        (void)run(&p, POLL_MAX_SKIP + 1, 4000, 10000, &windows, &hits);
+        ck_assert_uint_ge(hits, 1);
+        ck_assert_uint_eq(p.backoff, 0);
+        (void)run(&p, 100, 4000, 10000, &windows, &hits);
+        ck_assert_uint_eq(windows, 100);
+        ck_assert_uint_eq(hits, 100);
+}
+END_TEST
+
+START_TEST(test_no_window_teaches_nothing) {
+        PollPolicy p, q;
+
+        poll_policy_init(&p);
+        for (unsigned i = 0; i < 40; i++)
+                (void)moment(&p, 5000, 10000);
+        q = p;
+        /* A gap seen across a sleep holds the wake-up: ignored. */
+        poll_policy_update(&p, 0, 1000000, false);
+        ck_assert_mem_eq(&p, &q, sizeof p);
+}
+END_TEST
+
+static Suite *poll_policy_suite(void) {
+        Suite *s = suite_create("poll-policy");
+        TCase *tc = tcase_create("policy");
+
+        tcase_add_test(tc, test_first_window_probes);
+        tcase_add_test(tc, test_grows_to_cover_gaps);
+        tcase_add_test(tc, test_window_shrinks_with_gaps);
+        tcase_add_test(tc, test_cap);
+        tcase_add_test(tc, test_slow_guest_costs_nothing);
+        tcase_add_test(tc, test_backs_off_when_guest_slows);
+        tcase_add_test(tc, test_empty_polls_back_off_exponentially);
+        tcase_add_test(tc, test_hit_resets_backoff);
+        tcase_add_test(tc, test_no_window_teaches_nothing);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+TEST_MAIN_SUITE(poll_policy_suite)
