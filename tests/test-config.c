@@ -11,22 +11,10 @@
 #include "capabilities.h"
 #include "config.h"
 #include "device.h"
+#include "test-args.h"
 #include "test-main.h"
 
-/* Parses a NULL-terminated argument list (after "vufsd") into c. */
-static int parse(Config *c, const char *const *args) {
-        char *argv[64];
-        int argc = 0;
-
-        argv[argc++] = (char *)"vufsd";
-        for (; *args; args++)
-                argv[argc++] = (char *)*args;
-        argv[argc] = NULL;
-        config_init(c);
-        return config_parse_argv(c, argc, argv);
-}
-
-#define PARSE(c, ...) parse(c, (const char *const[]){ __VA_ARGS__, NULL })
+#define PARSE(c, ...) test_parse_argv(c, (const char *const[]){ __VA_ARGS__, NULL })
 
 START_TEST(test_rust_options_typed) {
         Config c;
@@ -261,7 +249,7 @@ START_TEST(test_usage_errors) {
 
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
                 const char *args[6] = { "--shared-dir=/s", bad[i][0], bad[i][1], NULL };
-                ck_assert_msg(parse(&c, args) < 0, "accepted: %s %s", bad[i][0], bad[i][1] ?: "");
+                ck_assert_msg(test_parse_argv(&c, args) < 0, "accepted: %s %s", bad[i][0], bad[i][1] ?: "");
                 config_done(&c);
         }
 }
@@ -283,7 +271,7 @@ START_TEST(test_verify_refusals) {
 
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
                 const char *args[6] = { "--shared-dir=/s", bad[i][0], bad[i][1], NULL };
-                ck_assert_int_eq(parse(&c, args), 0);
+                ck_assert_int_eq(test_parse_argv(&c, args), 0);
                 ck_assert_msg(config_verify(&c) < 0, "verified: %s %s", bad[i][0], bad[i][1] ?: "");
                 config_done(&c);
         }

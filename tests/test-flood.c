@@ -37,22 +37,6 @@ static void teardown(void) {
         h = fe_harness_free(h);
 }
 
-static pid_t daemon_pid(void) {
-        char path[64], buf[64] = "";
-        pid_t pid = h->backend->pid;
-        FILE *f;
-
-        /* Sandboxed: the daemon is the supervisor's child. */
-        snprintf(path, sizeof path, "/proc/%i/task/%i/children", (int) pid, (int) pid);
-        f = fopen(path, "re");
-        if (f) {
-                if (fgets(buf, sizeof buf, f) && atoi(buf) > 0)
-                        pid = (pid_t) atoi(buf);
-                fclose(f);
-        }
-        return pid;
-}
-
 static unsigned count_fds(pid_t pid) {
         char path[64];
         unsigned n = 0;
@@ -148,7 +132,7 @@ START_TEST(test_flood) {
         ck_assert_msg(r == 0, "connect: %s", fe ? fe->error : strerror(-r));
         ck_assert_int_eq(fe_fuse_new(&c, fe), 0);
         ck_assert_int_eq(fe_fuse_init(c), 0);
-        pid = daemon_pid();
+        pid = fe_harness_daemon_pid(h);
         anon_before = status_kb(pid, "RssAnon");
 
         /* 1. Lookups never forgotten: every one pins an O_PATH fd until the budget says ENFILE. */

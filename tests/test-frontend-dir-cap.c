@@ -30,22 +30,6 @@ static void teardown(void) {
         h = fe_harness_free(h);
 }
 
-/* The process serving the guest: the supervisor's child with the sandbox, else the one started. */
-static pid_t daemon_pid(void) {
-        char path[64];
-        int child = 0;
-        FILE *f;
-
-        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int) h->backend->pid, (int) h->backend->pid);
-        f = fopen(path, "re");
-        if (f) {
-                if (fscanf(f, "%d", &child) != 1)
-                        child = 0;
-                fclose(f);
-        }
-        return child > 0 ? child : h->backend->pid;
-}
-
 static long rss_anon_kb(pid_t pid) {
         char path[64], line[256];
         long kb = -1;
@@ -134,12 +118,12 @@ START_TEST(test_dir_cap_bounds_memory) {
                 ck_assert_int_eq(fe_fuse_opendir(c, FUSE_ROOT_ID, &l[k].fh), 0);
         /* A first request on one handle warms the allocator; then every handle starts listing. */
         readdir_once(c, &l[0]);
-        before = rss_anon_kb(daemon_pid());
+        before = rss_anon_kb(fe_harness_daemon_pid(h));
         for (unsigned k = 1; k < N_HANDLES; k++)
                 readdir_once(c, &l[k]);
         for (unsigned k = 0; k < N_HANDLES; k++)
                 readdir_once(c, &l[k]);
-        after = rss_anon_kb(daemon_pid());
+        after = rss_anon_kb(fe_harness_daemon_pid(h));
         ck_assert_msg(after - before < 4096,
                       "anonymous memory grew by %ld kB with %d handles mid-listing (cap: 16 KiB of read-ahead)",
                       after - before, N_HANDLES);

@@ -68,22 +68,6 @@ static void host_file(const char *name, const char *text) {
         free(p);
 }
 
-/* The process serving the guest: the supervisor's child with the sandbox, else the one started. */
-static pid_t daemon_pid(void) {
-        char path[64];
-        int child = 0;
-        FILE *f;
-
-        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)h->backend->pid, (int)h->backend->pid);
-        f = fopen(path, "re");
-        if (f) {
-                if (fscanf(f, "%d", &child) != 1)
-                        child = 0;
-                fclose(f);
-        }
-        return child > 0 ? child : h->backend->pid;
-}
-
 static unsigned open_fds(pid_t pid) {
         char path[64];
         unsigned n = 0;
@@ -125,7 +109,7 @@ static void stop(FeFuse *c, Frontend *fe) {
 /* Looks up n files of parent (host names f-0..) without forgetting any, checks each answer, and
  * returns how many fds the daemon opened meanwhile. */
 static int lookups_fd_growth(FeFuse *c, uint64_t parent, const char *dir, unsigned n) {
-        unsigned before = open_fds(daemon_pid()), after;
+        unsigned before = open_fds(fe_harness_daemon_pid(h)), after;
         char name[64], *p;
         struct fuse_entry_out e;
         struct fuse_attr_out a;
@@ -147,7 +131,7 @@ static int lookups_fd_growth(FeFuse *c, uint64_t parent, const char *dir, unsign
                         ck_assert_uint_eq(a.attr.ino, st.st_ino);
                 }
         }
-        after = open_fds(daemon_pid());
+        after = open_fds(fe_harness_daemon_pid(h));
         return (int)after - (int)before;
 }
 

@@ -10,19 +10,8 @@
 #include "config.h"
 #include "userns.h"
 #include "util.h"
+#include "test-args.h"
 #include "test-main.h"
-
-static int parse_argv(Config *c, const char *const *args) {
-        char *argv[64];
-        int argc = 0;
-
-        argv[argc++] = (char *)"vufsd";
-        for (; *args; args++)
-                argv[argc++] = (char *)*args;
-        argv[argc] = NULL;
-        config_init(c);
-        return config_parse_argv(c, argc, argv);
-}
 
 /* Runs fn with stderr captured; returns what it printed (malloc'd). */
 static char *captured(int (*fn)(Config *, const char *const *), Config *c, const char *const *args, int *ret) {
@@ -50,7 +39,7 @@ static char *captured(int (*fn)(Config *, const char *const *), Config *c, const
 }
 
 static int parse_and_verify(Config *c, const char *const *args) {
-        int r = parse_argv(c, args);
+        int r = test_parse_argv(c, args);
         return r < 0 ? r : config_verify(c);
 }
 
@@ -215,19 +204,19 @@ START_TEST(test_verify_accepts_maps) {
         Config c;
 
         /* libvirt's usual <idmap>: guest 0..65535 on the user's subordinate range */
-        ck_assert_int_eq(parse_argv(&c, (const char *const[]){ "--shared-dir=/s", "--sandbox=namespace",
-                                                               "--uid-map=:0:100000:65536:",
-                                                               "--gid-map=:0:100000:65536:", NULL }),
+        ck_assert_int_eq(test_parse_argv(&c, (const char *const[]){ "--shared-dir=/s", "--sandbox=namespace",
+                                                                    "--uid-map=:0:100000:65536:",
+                                                                    "--gid-map=:0:100000:65536:", NULL }),
                          0);
         ck_assert_int_eq(config_verify(&c), 0);
         ck_assert_uint_eq(c.uid_map.n, 1);
         ck_assert_uint_eq(c.uid_map.e[0].outside, 100000);
         config_done(&c);
         /* several entries, the caller's own id first */
-        ck_assert_int_eq(
-                parse_argv(&c, (const char *const[]){ "--shared-dir=/s", "--sandbox=chroot",
-                                                      "--uid-map=:0:1000:1:", "--uid-map=:1:100000:65535:", NULL }),
-                0);
+        ck_assert_int_eq(test_parse_argv(&c, (const char *const[]){ "--shared-dir=/s", "--sandbox=chroot",
+                                                                    "--uid-map=:0:1000:1:",
+                                                                    "--uid-map=:1:100000:65535:", NULL }),
+                         0);
         ck_assert_int_eq(config_verify(&c), 0);
         ck_assert_uint_eq(c.uid_map.n, 2);
         ck_assert_uint_eq(c.gid_map.n, 0);
@@ -257,7 +246,8 @@ START_TEST(test_default_sandbox_takes_maps) {
 
         ck_assert_int_eq(sandbox_mode_default(), SANDBOX_NAMESPACE); /* also unprivileged */
         ck_assert_int_eq(
-                parse_argv(&c, (const char *const[]){ "--shared-dir=/s", "--uid-map=:0:100000:65536:", NULL }), 0);
+                test_parse_argv(&c, (const char *const[]){ "--shared-dir=/s", "--uid-map=:0:100000:65536:", NULL }),
+                0);
         ck_assert_int_eq(config_verify(&c), 0);
         config_done(&c);
 #endif

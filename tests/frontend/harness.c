@@ -119,3 +119,19 @@ char *fe_harness_path(FeHarness *h, const char *name) {
                 return NULL;
         return p;
 }
+
+pid_t fe_harness_daemon_pid(const FeHarness *h) {
+        pid_t pid = h->backend->pid;
+        char path[64];
+        int child = 0;
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+        f = fopen(path, "re");
+        if (f) {
+                if (fscanf(f, "%d", &child) != 1)
+                        child = 0;
+                fclose(f);
+        }
+        return child > 0 ? (pid_t)child : pid;
+}

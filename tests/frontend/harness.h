@@ -23,3 +23,6 @@ int fe_harness_spawn_vufsd(FeHarness *h, const char *const *extra);
 int fe_harness_spawn_virtiofsd(FeHarness *h);
 /* Path of name inside the shared directory (static buffer per call site is the caller's problem: malloc'd). */
 char *fe_harness_path(FeHarness *h, const char *name);
+/* The process serving the guest: the supervisor's child when the sandbox forked one (read from
+ * /proc/PID/task/PID/children), else the backend process itself. */
+pid_t fe_harness_daemon_pid(const FeHarness *h);

@@ -100,22 +100,7 @@ out=$(cd "$out" && pwd)
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/vufs-bench-guest.XXXXXX")
 pids=()
 monitor_pid=
-cleanup() {
-        local rc=$?
-        trap - EXIT INT TERM
-        [ -z "$monitor_pid" ] || kill "$monitor_pid" 2>/dev/null || true
-        for p in "${pids[@]}"; do
-                kill -TERM "$p" 2>/dev/null || true
-        done
-        sleep 0.3
-        for p in "${pids[@]}"; do
-                kill -KILL "$p" 2>/dev/null || true
-        done
-        wait 2>/dev/null || true
-        rm -rf "$work"
-        exit "$rc"
-}
-trap cleanup EXIT
+trap vm_bench_cleanup EXIT
 trap 'msg interrupted; exit 130' INT TERM
 
 # ---- the guest side: generated, so this file is the whole benchmark ----
@@ -234,15 +219,7 @@ for b in $(echo "$backends" | tr ',' ' '); do
                 [ "${VUFSD_BENCH_DIRECT_IO:-0}" = 0 ] || cmd+=(-o allow_direct_io) ;;
         esac
         [ -z "$pin" ] || cmd=(taskset -c "$pin" "${cmd[@]}")
-        "${cmd[@]}" > "$dir/backend.log" 2>&1 &
-        pid=$!
-        pids+=("$pid")
-        for _ in $(seq 100); do
-                [ -S "$sock" ] && break
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
-        done
-        [ -S "$sock" ] || { cat "$dir/backend.log" >&2; die "$b did not start"; }
+        vm_bench_start_backend "$b" "$dir" "$sock" "${cmd[@]}"
         msg "$t = $b (pid $pid): ${cmd[*]}"
         tag_name[$t]=$b
         tag_pid[$t]=$pid

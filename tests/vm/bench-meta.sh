@@ -177,22 +177,7 @@ esac
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/vufs-bench-meta.XXXXXX")
 pids=()
 monitor_pid=
-cleanup() {
-        local rc=$?
-        trap - EXIT INT TERM
-        [ -z "$monitor_pid" ] || kill "$monitor_pid" 2>/dev/null || true
-        for p in "${pids[@]}"; do
-                kill -TERM "$p" 2>/dev/null || true
-        done
-        sleep 0.3
-        for p in "${pids[@]}"; do
-                kill -KILL "$p" 2>/dev/null || true
-        done
-        wait 2>/dev/null || true
-        rm -rf "$work"
-        exit "$rc"
-}
-trap cleanup EXIT
+trap vm_bench_cleanup EXIT
 trap 'msg interrupted; exit 130' INT TERM
 
 log=$out/console.log
@@ -373,15 +358,7 @@ for b in $(echo "$backends" | tr ',' ' '); do
                 # No control bus (none runs here) and quiet logs: neither is on the request path.
                 cmd+=(--bus=none --log-level=warning) ;;
         esac
-        "${cmd[@]}" > "$dir/backend.log" 2>&1 &
-        pid=$!
-        pids+=("$pid")
-        for _ in $(seq 100); do
-                [ -S "$sock" ] && break
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
-        done
-        [ -S "$sock" ] || { cat "$dir/backend.log" >&2; die "$b did not start"; }
+        vm_bench_start_backend "$b" "$dir" "$sock" "${cmd[@]}"
         msg "$t = $b (pid $pid): ${cmd[*]}"
         tag_name[$t]=$b
         tag_pid[$t]=$pid

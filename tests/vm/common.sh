@@ -105,3 +105,41 @@ BUSCONF
                 return 1
         fi
 }
+
+# For the benchmarks (bench-guest.sh, bench-meta.sh), which define msg and die and keep their
+# backends' pids in the array pids, an optional monitor in monitor_pid and scratch space in work.
+# vm_bench_start_backend NAME DIR SOCK CMD...: runs CMD in the background with its output in
+# DIR/backend.log, adds it to pids and sets pid; dies with the log when SOCK does not appear in
+# 10 s or the process exits first.
+vm_bench_start_backend() {
+        local name=$1 dir=$2 sock=$3
+        shift 3
+        "$@" > "$dir/backend.log" 2>&1 &
+        pid=$!
+        pids+=("$pid")
+        for _ in $(seq 100); do
+                [ -S "$sock" ] && break
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+        done
+        [ -S "$sock" ] || { cat "$dir/backend.log" >&2; die "$name did not start"; }
+}
+
+# The benchmarks' EXIT trap: stops the monitor and every backend (SIGTERM, then SIGKILL), reaps
+# them, removes work and exits with the status the script was leaving with.
+# shellcheck disable=SC2154 # monitor_pid and work belong to the benchmark that sources this
+vm_bench_cleanup() {
+        local rc=$? p
+        trap - EXIT INT TERM
+        [ -z "$monitor_pid" ] || kill "$monitor_pid" 2>/dev/null || true
+        for p in "${pids[@]}"; do
+                kill -TERM "$p" 2>/dev/null || true
+        done
+        sleep 0.3
+        for p in "${pids[@]}"; do
+                kill -KILL "$p" 2>/dev/null || true
+        done
+        wait 2>/dev/null || true
+        rm -rf "$work"
+        exit "$rc"
+}

@@ -12,27 +12,8 @@ mnt=${1:-/mnt}
 cd / || exit 1
 . "$mnt/test.conf" || { echo "CHECK FAIL 0: $mnt/test.conf missing"; exit 1; }
 
-n=0
-failures=0
-check() {
-        desc=$1
-        shift
-        n=$((n + 1))
-        if "$@" > /tmp/check.out 2>&1; then
-                echo "CHECK ok $n: $desc"
-        else
-                failures=$((failures + 1))
-                echo "CHECK FAIL $n: $desc"
-                head -n 20 /tmp/check.out | sed 's/^/    /'
-        fi
-}
-
-# expect WHAT EXPECTED ACTUAL
-expect() {
-        [ "$2" = "$3" ] && return 0
-        echo "$1: expected '$2', got '$3'"
-        return 1
-}
+# shellcheck source=tests/vm/guest-checks.sh
+. "$(dirname "$0")/guest-checks.sh" || { echo "CHECK FAIL 0: guest-checks.sh missing"; exit 1; }
 
 drop_caches() {
         sync

@@ -9,20 +9,8 @@
 # shellcheck disable=SC2016,SC2317 # sh -c bodies expand in the shell they start; checks run via check()
 mnt=${1:-/mnt}
 cd "$mnt" || exit 1
-n=0
-failures=0
-check() {
-        desc=$1
-        shift
-        n=$((n + 1))
-        if "$@" > /tmp/check.out 2>&1; then
-                echo "CHECK ok $n: $desc"
-        else
-                failures=$((failures + 1))
-                echo "CHECK FAIL $n: $desc"
-                head -n 20 /tmp/check.out | sed 's/^/    /'
-        fi
-}
+# shellcheck source=tests/vm/guest-checks.sh
+. "$(dirname "$0")/guest-checks.sh" || { echo "CHECK FAIL 0: guest-checks.sh missing"; exit 1; }
 owner_is() { # PATH "UID GID"
         got=$(stat -c '%u %g' "$1") || return 1
         [ "$got" = "$2" ] || { echo "$1: expected owner '$2', got '$got'"; return 1; }

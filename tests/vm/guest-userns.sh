@@ -11,26 +11,8 @@
 mnt=${1:-/mnt}
 cd / || exit 1
 
-n=0
-failures=0
-check() {
-        desc=$1
-        shift
-        n=$((n + 1))
-        if "$@" > /tmp/check.out 2>&1; then
-                echo "CHECK ok $n: $desc"
-        else
-                failures=$((failures + 1))
-                echo "CHECK FAIL $n: $desc"
-                head -n 20 /tmp/check.out | sed 's/^/    /'
-        fi
-}
-
-expect() {
-        [ "$2" = "$3" ] && return 0
-        echo "$1: expected '$2', got '$3'"
-        return 1
-}
+# shellcheck source=tests/vm/guest-checks.sh
+. "$(dirname "$0")/guest-checks.sh" || { echo "CHECK FAIL 0: guest-checks.sh missing"; exit 1; }
 
 # Users of the guest: 1000 (groups 1000 and 2000), 3000 whose primary group 70000 is outside the
 # map, and 70000 (outside the map).

@@ -4,14 +4,15 @@
 # Usage: mkinitramfs.sh OUT.cpio.gz [options]
 #   --kernel-version V   modules of this kernel (default: the newest /boot/vmlinuz-* with a /lib/modules dir)
 #   --script FILE        a guest script, stored as /scripts/BASENAME (repeatable; default: every
-#                        guest-*.sh next to this file); the kernel command line picks one (vufs.script=)
+#                        guest-*.sh next to this file); the kernel command line picks one (vufs.script=).
+#                        guest-checks.sh (the helpers the scripts source) is always packed too
 #   --extra SRC[:DEST]   copy a file (or static binary) to DEST in the image (default: its own path)
 #   --extra-dyn BIN      copy a dynamically linked binary to its own path plus every library `ldd` lists
 #   --module NAME        load one more kernel module (with its dependencies) before mounting
 #   --force              rebuild even if OUT is up to date
 #
 # OUT is rebuilt only when its key changes; the key (OUT.key) covers the kernel version, the module files,
-# busybox, this script, guest-init.sh and every script and extra file. Prints OUT's path on success.
+# busybox, this script, guest-init.sh, guest-checks.sh and every script and extra file. Prints OUT's path on success.
 
 set -euo pipefail
 
@@ -62,7 +63,10 @@ fi
 
 if [ ${#scripts[@]} -eq 0 ]; then
         for s in "$here"/guest-*.sh; do
-                [ "$s" = "$here/guest-init.sh" ] || scripts+=("$s")
+                case "$s" in
+                "$here/guest-init.sh" | "$here/guest-checks.sh") ;;
+                *) scripts+=("$s") ;;
+                esac
         done
 fi
 for s in "${scripts[@]}"; do
@@ -110,7 +114,7 @@ key=$({
         echo "kernel $kver"
         echo "modules ${mod_files[*]}"
         for rel in "${mod_files[@]}"; do stat -Lc '%n %s %Y' "$moddir/$rel"; done
-        sha256sum "$busybox" "$0" "$here/guest-init.sh" "$here/common.sh" "${scripts[@]}"
+        sha256sum "$busybox" "$0" "$here/guest-init.sh" "$here/guest-checks.sh" "$here/common.sh" "${scripts[@]}"
         for e in "${extras[@]}"; do echo "extra $e"; sha256sum "${e%%:*}"; done
         for e in "${extra_dyn[@]}"; do echo "dyn $e"; sha256sum "$e"; ldd "$e" 2>/dev/null || true; done
 } | sha256sum | cut -d' ' -f1)
@@ -154,6 +158,8 @@ echo "$kver" > "$stage/etc/vufs/kernel-version"
 for s in "${scripts[@]}"; do
         install -m 0755 "$s" "$stage/scripts/$(basename "$s")"
 done
+# The helpers every guest script sources from its own directory (check, expect).
+install -m 0644 "$here/guest-checks.sh" "$stage/scripts/guest-checks.sh"
 
 copy_to_stage() {
         local src=$1 dest=$2
