@@ -137,6 +137,7 @@ static int apply_sandbox(Config *c, const char *path, const KeyDef *def, const c
         if (m < 0)
                 return file_error(path, def, s, "must be namespace, chroot or none");
         c->sandbox = m;
+        c->sandbox_given = true;
         return 0;
 }
 

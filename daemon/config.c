@@ -147,6 +147,7 @@ static int set_sandbox(Config *c, const char *what, const char *v) {
         if (m < 0)
                 return usage_error("%s: sandbox must be namespace, chroot or none, got \"%s\"", what, v);
         c->sandbox = m;
+        c->sandbox_given = true;
         return 0;
 }
 
@@ -1090,6 +1091,10 @@ int config_verify(Config *c) {
         /* The maps are a user namespace's (userns.h): without a sandbox there is none. Inside,
          * the daemon is uid/gid 0 of the namespace, so 0 must be mapped (it is the guest's root
          * too; docs/id-mapping.md). */
+        /* libvirt passes maps without --sandbox; the default is the namespace sandbox except in
+         * sanitizer builds (sandbox_mode_default()), where a map still asks for it. */
+        if ((c->uid_map.n > 0 || c->gid_map.n > 0) && !c->sandbox_given)
+                c->sandbox = SANDBOX_NAMESPACE;
         if ((c->uid_map.n > 0 || c->gid_map.n > 0) && c->sandbox == SANDBOX_NONE)
                 return usage_error("--uid-map/--gid-map need --sandbox=namespace or --sandbox=chroot: they map the "
                                    "user namespace the sandbox creates");

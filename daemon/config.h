@@ -79,6 +79,7 @@ typedef struct Config {
         /* Process and confinement */
         uint64_t rlimit_nofile; /* 0 = leave the limit to passthrough_raise_fd_limit()'s default */
         SandboxMode sandbox;
+        bool sandbox_given; /* --sandbox or [Security] Sandbox= was given: a map does not change it */
         SyscallFilter seccomp;
         uint64_t capabilities; /* kept capabilities: the default set with --modcaps applied */
         /* --modcaps as two masks, so that the default it applies to (which

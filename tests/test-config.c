@@ -281,6 +281,12 @@ START_TEST(test_verify_refusals) {
                          0);
         ck_assert_int_eq(config_verify(&c), 0);
         config_done(&c);
+        /* A map without --sandbox: libvirt's session form passes none. The map asks for the user
+         * namespace, so the default (none in sanitizer builds) must not refuse it. */
+        ck_assert_int_eq(PARSE(&c, "--shared-dir=/s", "--uid-map=:0:0:65536:", "--gid-map=:0:0:65536:"), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        ck_assert_int_eq(c.sandbox, SANDBOX_NAMESPACE);
+        config_done(&c);
         ck_assert_int_eq(PARSE(&c, "--fd=3"), 0);
         ck_assert_int_lt(config_verify(&c), 0); /* no shared directory */
         config_done(&c);

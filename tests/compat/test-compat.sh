@@ -79,10 +79,10 @@ run_one() {
         done
         # In a sanitizer build, LeakSanitizer cannot work inside a chroot or namespace sandbox (it
         # needs /proc and ptrace at exit, which the sandbox takes away); leaks are still checked on
-        # every line that runs unconfined.
+        # every line that runs unconfined. A --uid-map/--gid-map implies the namespace sandbox.
         local lsan=
         [[ " ${args[*]} " != *" --sandbox"*"chroot"* && " ${args[*]} " != *"sandbox=chroot"* &&
-                " ${args[*]} " != *"namespace"* ]] || lsan=detect_leaks=0
+                " ${args[*]} " != *"namespace"* && " ${args[*]} " != *"-map="* ]] || lsan=detect_leaks=0
         ASAN_OPTIONS=${ASAN_OPTIONS:-}${lsan:+${ASAN_OPTIONS:+:}$lsan} \
                 python3 -c "$launcher" "$mode" "$sock" "$share" "$vufsd" "${args[@]}" > "$log" 2>&1 &
         local pid=$! i
