@@ -11,6 +11,10 @@
 #                     -> docs/benchmarks-vufs-bench.png                      (~25 min with 5 rounds)
 #   vufs-bench-tmpfs  open-release and create-unlink on tmpfs (the journal out of the picture)
 #                                                                            (~3 min)
+#   poll              the polling targets: vufsd's defaults against fixed --poll-us windows (0, 10,
+#                     25, 50, 100) and the C virtiofsd on getattr, lookup, 4 KiB read and write at
+#                     QD 1 and 16, and each backend's CPU with a connected guest idle for 10 s
+#                                                                            (~13 min with 5 rounds)
 #   guest-fio         tests/vm/bench-guest.sh, the seeds' full fio matrix in a real guest
 #                     -> docs/benchmarks-guest.png                           (~25 min with 2 rounds)
 #   meta              tests/vm/bench-meta.sh, the Linux source tree in a real guest: extract, find,
@@ -18,8 +22,8 @@
 #                     -> docs/benchmarks-meta.png                            (see --meta-tree)
 #
 # Usage: tools/bench-report.sh [options]     (as root, on the machine to describe, built tree)
-#   --parts LIST      comma separated parts (default vufs-bench,vufs-bench-tmpfs,guest-fio,meta)
-#   --rounds N        rounds of every part (default: 5 for vufs-bench, 2 for guest-fio, 3 for meta)
+#   --parts LIST      comma separated parts (default vufs-bench,vufs-bench-tmpfs,poll,guest-fio,meta)
+#   --rounds N        rounds of every part (default: 5 for vufs-bench and poll, 2 for guest-fio, 3 for meta)
 #   --meta-tree DIRS  bench-meta.sh --tree (default: the whole tree, ~84,000 entries; under TCG on
 #                     a 2-CPU machine that is hours: fs,kernel,mm,include is ~9,200 entries)
 #   --meta-backends L bench-meta.sh --backends (default vufsd,vufsd-best,virtiofsd,guest-tmpfs)
@@ -39,7 +43,7 @@ top=$PWD
 msg() { echo "bench-report: $*" >&2; }
 die() { msg "error: $*"; exit 2; }
 
-parts=vufs-bench,vufs-bench-tmpfs,guest-fio,meta
+parts=vufs-bench,vufs-bench-tmpfs,poll,guest-fio,meta
 rounds=
 meta_tree=
 meta_backends=
@@ -58,13 +62,13 @@ while [ $# -gt 0 ]; do
         --doc) doc=${2:?}; shift 2 ;;
         --build) build=${2:?}; shift 2 ;;
         --out) out=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
         esac
 done
 for p in $(echo "$parts" | tr ',' ' '); do
         case "$p" in
-        vufs-bench|vufs-bench-tmpfs|guest-fio|meta) ;;
+        vufs-bench|vufs-bench-tmpfs|poll|guest-fio|meta) ;;
         *) die "unknown part $p" ;;
         esac
 done
@@ -144,6 +148,23 @@ for part in $(echo "$parts" | tr ',' ' '); do
                         msg "$part failed (see $dir/stderr.log)"; status=1; continue; }
                 [ "$part" != vufs-bench-tmpfs ] || rm -rf /dev/shm/vufs-bench-report
                 shown="vufs-bench ${args[*]} -b vufsd-defaults=... (and the six presets)"
+                ;;
+        poll)
+                r=${rounds:-5}
+                args=(-r "$r" -w getattr,lookup,randread-4k,randwrite-4k -q 1,16 --idle 10)
+                [ $quick -eq 0 ] || args=(-r 1 -w getattr,randread-4k -q 1,16 -t 0.3 --warmup 0.1 --file-size 8
+                                          --bare-time 0.1 --idle 1)
+                base="$vufsd --socket-path={socket} --shared-dir={dir} --bus=none --log-level=warning"
+                # Fixed windows run inline, the mode a fixed window is meant for (docs/threading.md).
+                backends=(-b "vufsd-defaults=$base")
+                for us in 0 10 25 50 100; do
+                        backends+=(-b "vufsd-poll-us-$us=$base --threads=inline --poll-us=$us ")
+                done
+                backends+=(-b virtiofsd-0)
+                cmd=("$bench" "${args[@]}" "${backends[@]}" --json "$dir/results.json" --markdown "$dir/report.md")
+                VUFSD_BINARY=$vufsd "${cmd[@]}" > "$dir/stdout.md" 2> "$dir/stderr.log" || {
+                        msg "$part failed (see $dir/stderr.log)"; status=1; continue; }
+                shown="vufs-bench ${args[*]} -b vufsd-defaults=... -b vufsd-poll-us-N=... --threads=inline --poll-us=N (N = 0 10 25 50 100) -b virtiofsd-0"
                 ;;
         guest-fio)
                 r=${rounds:-2}

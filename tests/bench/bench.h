@@ -115,6 +115,18 @@ typedef struct CellResult {
 
 int bench_run_cell(BenchBackend *b, const BenchConfig *cfg, Workload w, unsigned qd, CellResult *ret);
 
+/* A connected guest doing nothing: a burst of getattr at QD 1 (so an adaptive poller has learnt
+ * the guest's pace and may be spinning when it stops), then seconds with nothing sent, over which
+ * the backend's CPU is measured. */
+typedef struct IdleResult {
+        bool ok;
+        double seconds;     /* measured window */
+        double cpu_s;       /* backend CPU seconds (all threads and children) in it */
+        double cpu_util;    /* cpu_s / seconds */
+} IdleResult;
+
+int bench_run_idle(BenchBackend *b, const BenchConfig *cfg, double seconds, IdleResult *ret);
+
 /* ---- process CPU ---- */
 
 /* CPU time in ns (utime + stime, plus that of reaped children) of pid and all its descendants,

@@ -1141,3 +1141,32 @@ out:
                 return r;
         return ret->ok ? 0 : -EIO;
 }
+
+int bench_run_idle(BenchBackend *b, const BenchConfig *cfg, double seconds, IdleResult *ret) {
+        BenchConfig burst = *cfg;
+        CellResult c;
+        int64_t cpu0, cpu1;
+        uint64_t t0, t1;
+        int r;
+
+        *ret = (IdleResult) {};
+        if (!b->pid)
+                return -ESRCH; /* nothing to account the CPU to */
+        burst.seconds = 1;
+        r = bench_run_cell(b, &burst, WL_GETATTR, 1, &c);
+        if (r < 0)
+                return r;
+        /* Measured from the last reply on: an adaptive window still open then counts. */
+        cpu0 = proc_tree_cpu_ns(b->pid);
+        t0 = bench_now_ns();
+        sleep_s(seconds);
+        cpu1 = proc_tree_cpu_ns(b->pid);
+        t1 = bench_now_ns();
+        if (cpu0 < 0 || cpu1 < cpu0)
+                return -ESRCH;
+        ret->seconds = (double) (t1 - t0) / 1e9;
+        ret->cpu_s = (double) (cpu1 - cpu0) / 1e9;
+        ret->cpu_util = ret->cpu_s / ret->seconds;
+        ret->ok = true;
+        return 0;
+}

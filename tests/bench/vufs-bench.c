@@ -31,6 +31,7 @@ typedef struct Options {
         const char *socket_path;
         pid_t socket_pid;
         double bare_time;
+        double idle_time; /* 0: no idle measurement */
         const char *json_path, *md_path, *png_path, *topdir;
 } Options;
 
@@ -38,6 +39,7 @@ typedef struct Options {
 typedef struct Results {
         unsigned runs, n_qds, n_backends;
         CellResult *cells;
+        IdleResult idle[MAX_BACKENDS];
 } Results;
 
 static CellResult *cell(Results *r, unsigned run, unsigned qi, unsigned w, unsigned b) {
@@ -76,6 +78,8 @@ static void usage(void) {
                "      --cpus=B,L|none       backend CPU and load CPU (default: last CPU and CPU 0)\n"
                "      --bare-time=SECONDS   bare system call loop per workload on the backend CPU\n"
                "                            (default 0.5, 0 = skip)\n"
+               "      --idle=SECONDS        after the rounds, each backend's CPU while the guest sends\n"
+               "                            nothing for SECONDS after a 1 s getattr burst (default 0 = skip)\n"
                "\n"
                "Output (a markdown report is always printed):\n"
                "      --markdown=FILE  --json=FILE  --png=FILE (gnuplot)\n"
@@ -199,6 +203,7 @@ static int parse_args(Options *o, int argc, char *argv[]) {
                 ARG_QUEUE_SIZE,
                 ARG_CPUS,
                 ARG_BARE_TIME,
+                ARG_IDLE,
                 ARG_COMPARE,
                 ARG_POOL_SIZE,
                 ARG_POLL_US,
@@ -232,6 +237,7 @@ static int parse_args(Options *o, int argc, char *argv[]) {
                 { "queue-size", required_argument, NULL, ARG_QUEUE_SIZE },
                 { "cpus", required_argument, NULL, ARG_CPUS },
                 { "bare-time", required_argument, NULL, ARG_BARE_TIME },
+                { "idle", required_argument, NULL, ARG_IDLE },
                 { "json", required_argument, NULL, ARG_JSON },
                 { "markdown", required_argument, NULL, ARG_MD },
                 { "png", required_argument, NULL, ARG_PNG },
@@ -331,6 +337,11 @@ static int parse_args(Options *o, int argc, char *argv[]) {
                         break;
                 case ARG_BARE_TIME:
                         o->bare_time = strtod(optarg, NULL);
+                        break;
+                case ARG_IDLE:
+                        o->idle_time = strtod(optarg, NULL);
+                        if (!(o->idle_time >= 0 && o->idle_time <= 3600))
+                                return -EINVAL;
                         break;
                 case ARG_JSON:
                         o->json_path = optarg;
@@ -765,6 +776,23 @@ static void print_markdown(FILE *f, Options *o, Results *res, BareResult *bare, 
                                         fprintf(f, "- QD %u %s %s: %s\n", o->qds[qi], workload_name(w),
                                                 o->backends[b].name, meds[w][b].error);
         }
+
+        if (o->idle_time > 0) {
+                fprintf(f, "#### A connected guest doing nothing\n\n");
+                fprintf(f, "Backend CPU over %.0f s with no request, right after a 1 s getattr burst at QD 1 "
+                           "(an adaptive poller has learnt the pace and may be spinning when the guest stops):\n\n",
+                        o->idle_time);
+                fprintf(f, "| backend | CPU in the window | share of a CPU |\n|---|---|---|\n");
+                for (unsigned b = 0; b < o->n_backends; b++) {
+                        const IdleResult *i = &res->idle[b];
+                        if (!i->ok)
+                                fprintf(f, "| %s | n/a | n/a |\n", o->backends[b].name);
+                        else
+                                fprintf(f, "| %s | %.2f s | %.2f %% |\n", o->backends[b].name, i->cpu_s,
+                                        100 * i->cpu_util);
+                }
+                fprintf(f, "\n");
+        }
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -1095,6 +1123,18 @@ int main(int argc, char *argv[]) {
                                                         100 * c->client_cpu_util);
                                 }
                         }
+
+        for (unsigned b = 0; o.idle_time > 0 && b < o.n_backends && !interrupted; b++) {
+                if (!backends[b] || backends[b]->failed)
+                        continue;
+                r = bench_run_idle(backends[b], &o.cfg, o.idle_time, &res.idle[b]);
+                if (r < 0) {
+                        failures++;
+                        fprintf(stderr, "vufs-bench: idle %s: %s\n", o.backends[b].name, strerror(-r));
+                } else
+                        fprintf(stderr, "idle %-16s %.3f s of CPU in %.1f s (%.2f %% of a CPU)\n", o.backends[b].name,
+                                res.idle[b].cpu_s, res.idle[b].seconds, 100 * res.idle[b].cpu_util);
+        }
 
         machine_info(machine_end, sizeof machine_end);
         print_markdown(stdout, &o, &res, bare, machine_start, machine_end);
