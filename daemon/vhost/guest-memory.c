@@ -276,6 +276,15 @@ static const GuestRegion *find_gpa(const GuestMemory *m, uint64_t gpa) {
         return NULL;
 }
 
+int guest_memory_region_of(const GuestMemory *m, uint64_t gpa) {
+        for (unsigned i = 0; i < m->n_regions; i++) {
+                const GuestRegion *g = m->regions[i];
+                if (gpa >= g->gpa && gpa - g->gpa < g->size)
+                        return (int) i;
+        }
+        return -ENOENT;
+}
+
 int guest_memory_gpa_to_iov(const GuestMemory *m, uint64_t gpa, uint64_t len, struct iovec *iov, unsigned max) {
         unsigned n = 0;
 

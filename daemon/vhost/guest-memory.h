@@ -62,5 +62,25 @@ int guest_memory_gpa_to_iov(const GuestMemory *m, uint64_t gpa, uint64_t len, st
 /* Translates [gpa, gpa+len) that must lie inside one region (descriptor tables). NULL if not. */
 void *guest_memory_gpa_to_ptr(const GuestMemory *m, uint64_t gpa, uint64_t len);
 
+/* The index of the region holding gpa, or -ENOENT. */
+int guest_memory_region_of(const GuestMemory *m, uint64_t gpa);
+
+/* The ring's common case without the region search: [gpa, gpa+len) inside region number hint (a
+ * guess the caller keeps from guest_memory_region_of(); any value is safe, a stale one just
+ * misses). Returns the host address, or NULL when the caller must take the general path (another
+ * region, a range crossing regions, or outside guest memory). Descriptors nearly always fall in
+ * the region of the one before: this saves the search and the call for each. */
+static inline uint8_t *guest_memory_gpa_in_region(const GuestMemory *m, unsigned hint, uint64_t gpa, uint64_t len) {
+        const GuestRegion *g;
+
+        if (hint >= m->n_regions)
+                return NULL;
+        g = m->regions[hint];
+        /* Written so that no sum can wrap: the offset is checked before it is used. */
+        if (gpa < g->gpa || gpa - g->gpa > g->size || len > g->size - (gpa - g->gpa))
+                return NULL;
+        return g->host + (gpa - g->gpa);
+}
+
 /* Translates a frontend virtual address range (SET_VRING_ADDR) that must lie in one region. */
 void *guest_memory_qva_to_ptr(const GuestMemory *m, uint64_t qva, uint64_t len);

@@ -61,11 +61,22 @@ static int elem_add(VirtQueue *vq, const GuestMemory *mem, VqElem *elem, uint64_
         unsigned used = elem->n_in + elem->n_out;
         int n;
 
+        uint8_t *p;
+
         if (len == 0) /* nothing to read or write; harmless, skip it */
                 return 0;
-        n = guest_memory_gpa_to_iov(mem, addr, len, elem->iov + used, VQ_ELEM_MAX_IOV - used);
-        if (n < 0)
-                return n;
+        p = guest_memory_gpa_in_region(mem, vq->region_hint, addr, len);
+        if (p) {
+                if (used >= VQ_ELEM_MAX_IOV)
+                        return -E2BIG;
+                elem->iov[used] = (struct iovec) { p, len };
+                n = 1;
+        } else {
+                n = guest_memory_gpa_to_iov(mem, addr, len, elem->iov + used, VQ_ELEM_MAX_IOV - used);
+                if (n < 0)
+                        return n;
+                vq->region_hint = (unsigned) guest_memory_region_of(mem, addr); /* found: n > 0 */
+        }
         if (writable)
                 elem->n_out += (unsigned) n;
         else
@@ -98,7 +109,10 @@ static int walk_chain(VirtQueue *vq, const GuestMemory *mem, uint16_t head, VqEl
                         if (d.len == 0 || d.len % sizeof(struct vring_desc) ||
                             d.len / sizeof(struct vring_desc) > VQ_MAX_INDIRECT)
                                 return -EINVAL;
-                        table = guest_memory_gpa_to_ptr(mem, d.addr, d.len);
+                        table = (const struct vring_desc *) guest_memory_gpa_in_region(mem, vq->region_hint,
+                                                                                       d.addr, d.len);
+                        if (!table)
+                                table = guest_memory_gpa_to_ptr(mem, d.addr, d.len);
                         if (!table || ((uintptr_t) table & 7))
                                 return -EFAULT;
                         table_size = d.len / sizeof(struct vring_desc);

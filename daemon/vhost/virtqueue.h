@@ -41,6 +41,10 @@ typedef struct VirtQueue {
         uint16_t signalled_used;
         bool signalled_used_valid;
 
+        /* Region of the last descriptor translated (guest_memory_gpa_in_region()): a guess, only
+         * ever used after checking it against the snapshot at hand. Queue thread only. */
+        unsigned region_hint;
+
         bool event_idx;
         bool indirect;
         bool broken;
