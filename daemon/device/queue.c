@@ -206,8 +206,10 @@ static void queue_run_work(ExecWork *w) {
 
 /* The dispatch seam: runs the request here or hands it to the executor. backlog = requests of this
  * queue waiting behind it. *clock_ns: when the previous request of this batch ended inline (0 = not
- * known), the start of this one; updated. Queue thread only. */
-static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog, GuestMemory *batch_mem, uint64_t *clock_ns) {
+ * known), the start of this one; updated. *deferred: whether the last request this thread completed
+ * left its interrupt for later (queue_complete()'s may_defer); updated. Queue thread only. */
+static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog, GuestMemory *batch_mem, uint64_t *clock_ns,
+                           bool *deferred) {
         Device *d = q->dev;
         QueueRequest *r = queue_request(e);
         ChainIter *in = &r->in;
@@ -242,6 +244,7 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog, GuestMemory *b
         r->start_ns = *clock_ns ?: now_ns();
         if (r->route == EXEC_ROUTE_INLINE) {
                 *clock_ns = queue_run_request(q, r, backlog > 0, false);
+                *deferred = backlog > 0;
                 return;
         }
         *clock_ns = 0;
@@ -322,9 +325,13 @@ static void queue_process(Queue *q) {
                 pthread_mutex_unlock(&q->lock);
 
                 uint64_t clock_ns = 0;
+                bool deferred = false;
                 for (unsigned i = 0; i < n; i++)
-                        queue_dispatch(q, batch[i], n - 1 - i + pending, batch_mem, &clock_ns);
-                if (n > 0) {
+                        queue_dispatch(q, batch[i], n - 1 - i + pending, batch_mem, &clock_ns, &deferred);
+                /* Only this thread holds interrupts back (workers notify at once, and every notify
+                 * clears what was held), so when its last completion did not, nothing is held and
+                 * the lock is not needed: at depth 1 and at the end of most batches. */
+                if (deferred) {
                         /* Interrupts held back while the batch ran (the last request of the batch
                          * may have been handed off, or ring requests counted in its backlog). */
                         pthread_mutex_lock(&q->lock);
