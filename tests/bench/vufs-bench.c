@@ -928,7 +928,24 @@ static int write_json(const char *path, Options *o, Results *res, BareResult *ba
                         json_num(f, s.cpu_ratio);
                         fprintf(f, "}");
                 }
-        fprintf(f, "\n  ]\n}\n");
+        fprintf(f, "\n  ]");
+        if (o->idle_time > 0) {
+                fprintf(f, ",\n  \"idle\": [");
+                for (unsigned b = 0; b < o->n_backends; b++) {
+                        const IdleResult *i = &res->idle[b];
+                        fprintf(f, "%s\n    {\"backend\": ", b ? "," : "");
+                        json_str(f, o->backends[b].name);
+                        fprintf(f, ", \"seconds\": ");
+                        json_num(f, i->ok ? i->seconds : NAN);
+                        fprintf(f, ", \"cpu_s\": ");
+                        json_num(f, i->ok ? i->cpu_s : NAN);
+                        fprintf(f, ", \"cpu_util\": ");
+                        json_num(f, i->ok ? i->cpu_util : NAN);
+                        fprintf(f, "}");
+                }
+                fprintf(f, "\n  ]");
+        }
+        fprintf(f, "\n}\n");
         return fclose(f) == 0 ? 0 : negative_errno();
 }
 
