@@ -6,6 +6,8 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +18,27 @@
 
 #include "file-handle.h"
 #include "inode-map.h"
+#include "passthrough.h"
 #include "test-main.h"
 #include "util.h"
+
+/* This program is linked with --wrap=malloc,--wrap=calloc (tests/meson.build): the daemon code it
+ * links counts its allocations here, so a test can say that a path allocates nothing. */
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+static _Atomic unsigned long allocs;
+
+void *__wrap_malloc(size_t size) {
+        atomic_fetch_add(&allocs, 1);
+        return __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t n, size_t size) {
+        atomic_fetch_add(&allocs, 1);
+        return __real_calloc(n, size);
+}
 
 static char dir[] = "/tmp/test-file-handle-XXXXXX";
 static int dirfd_ = -1;
@@ -60,7 +81,8 @@ static uint64_t dev_of(const struct statx *stx) {
 /* A handle opens the inode it was made of, from the fd or the name alike; the same inode (a hard
  * link) has the same handle; a wrong (dev, ino) is ESTALE, never the file. */
 START_TEST(test_handle_identity) {
-        struct file_handle *a, *b, *c;
+        FileHandleBuf ba, bb, bc;
+        struct file_handle *a = &ba.fh, *b = &bb.fh, *c = &bc.fh;
         struct statx sa, sb, got;
         int fa, fb, mnt_a, mnt_b, mnt_c, err, fd;
 
@@ -69,16 +91,14 @@ START_TEST(test_handle_identity) {
         touch("b");
         fa = path_fd("a", &sa);
         fb = path_fd("b", &sb);
-        a = file_handle_of_fd(fa, &mnt_a, &err);
-        ck_assert_msg(a != NULL, "name_to_handle_at: %s", strerror(-err));
+        err = file_handle_of_fd(fa, &ba, &mnt_a);
+        ck_assert_msg(err == 0, "name_to_handle_at: %s", strerror(-err));
         ck_assert_int_eq(mnt_a, (int)sa.stx_mnt_id); /* the id the inode key carries */
-        b = file_handle_of_name(dirfd_, "a-link", &mnt_b, &err);
-        ck_assert_ptr_nonnull(b);
+        ck_assert_int_eq(file_handle_of_name(dirfd_, "a-link", &bb, &mnt_b), 0);
         ck_assert_int_eq(mnt_b, mnt_a);
         ck_assert_uint_eq(file_handle_size(a), file_handle_size(b));
         ck_assert_int_eq(memcmp(a, b, file_handle_size(a)), 0);
-        c = file_handle_of_fd(fb, &mnt_c, &err);
-        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(file_handle_of_fd(fb, &bc, &mnt_c), 0);
         ck_assert(a->handle_bytes != c->handle_bytes || memcmp(a->f_handle, c->f_handle, a->handle_bytes) != 0);
 
         fd = file_handle_open_checked(dirfd_, a, dev_of(&sa), sa.stx_ino, O_PATH, &got);
@@ -93,9 +113,6 @@ START_TEST(test_handle_identity) {
         ck_assert_int_eq(file_handle_open_checked(dirfd_, a, dev_of(&sa) + 1, sa.stx_ino, O_PATH, NULL), -ESTALE);
         /* O_PATH mount fds are refused by the kernel: the table opens directories for reading. */
         ck_assert_int_eq(file_handle_open_checked(fa, a, dev_of(&sa), sa.stx_ino, O_PATH, NULL), -EBADF);
-        free(a);
-        free(b);
-        free(c);
         close(fa);
         close(fb);
 }
@@ -103,9 +120,10 @@ END_TEST
 
 /* A deleted file's handle: ESTALE once the last user of the inode is gone (nothing pins it). */
 START_TEST(test_deleted_is_stale) {
-        struct file_handle *h;
+        FileHandleBuf hb;
+        struct file_handle *h = &hb.fh;
         struct statx st;
-        int fd, mnt, err;
+        int fd, mnt;
 
         /* tmpfs frees an unlinked inode at once (ext4 and others may keep it cached a while, and
          * open_by_handle_at still finds it then: the generation differs once it is reused). */
@@ -114,14 +132,12 @@ START_TEST(test_deleted_is_stale) {
         dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         touch("gone");
         fd = path_fd("gone", &st);
-        h = file_handle_of_fd(fd, &mnt, &err);
-        ck_assert_ptr_nonnull(h);
+        ck_assert_int_eq(file_handle_of_fd(fd, &hb, &mnt), 0);
         close(fd);
         ck_assert_int_eq(unlinkat(dirfd_, "gone", 0), 0);
         ck_assert_int_eq(file_handle_open_checked(dirfd_, h, dev_of(&st), st.stx_ino, O_PATH, NULL), -ESTALE);
         touch("gone"); /* a new file of the same name is another inode */
         ck_assert_int_eq(file_handle_open_checked(dirfd_, h, dev_of(&st), st.stx_ino, O_PATH, NULL), -ESTALE);
-        free(h);
 }
 END_TEST
 
@@ -130,9 +146,10 @@ END_TEST
 START_TEST(test_map_by_handle) {
         InodeMap *map;
         struct statx st, rst;
-        struct file_handle *h, *h2, *other;
+        FileHandleBuf hb, hb2, ob;
+        struct file_handle *h = &hb.fh, *h2 = &hb2.fh, *other = &ob.fh;
         Inode *a, *b, *c;
-        int fd, root, mnt, err;
+        int fd, root, mnt;
         uint64_t used;
 
         ck_assert_int_eq(inode_map_new(&map, &budget), 0);
@@ -144,14 +161,16 @@ START_TEST(test_map_by_handle) {
         used = budget.used;
 
         fd = path_fd("f", &st);
-        h = file_handle_of_fd(fd, &mnt, &err);
+        ck_assert_int_eq(file_handle_of_fd(fd, &hb, &mnt), 0);
         close(fd);
-        ck_assert_ptr_nonnull(h);
-        h2 = file_handle_of_name(dirfd_, "f", &mnt, &err);
-        ck_assert_ptr_nonnull(h2);
+        ck_assert_int_eq(file_handle_of_name(dirfd_, "f", &hb2, &mnt), 0);
         ck_assert_int_eq(inode_map_add_lookup_handle(map, h, dirfd_, &st, &a), 0);
         ck_assert_int_eq(a->fd, -1);
+        /* The node keeps a copy of the handle: the caller's buffer may go. */
         ck_assert_ptr_nonnull(a->handle);
+        ck_assert_ptr_ne(a->handle, h);
+        ck_assert_int_eq(memcmp(a->handle, h, file_handle_size(h)), 0);
+        memset(&hb, 0, sizeof hb);
         ck_assert_uint_eq(budget.used, used); /* no fd */
         /* The fast path finds it with the handle the name has now... */
         b = inode_map_find_lookup(map, &st, h2);
@@ -165,8 +184,7 @@ START_TEST(test_map_by_handle) {
 
         /* Another handle under f's key: what a recycled inode number looks like. Not f's node; f
          * loses its key (stays reachable by nodeid) and the newcomer gets a node of its own. */
-        other = file_handle_of_name(dirfd_, "g", &mnt, &err);
-        ck_assert_ptr_nonnull(other);
+        ck_assert_int_eq(file_handle_of_name(dirfd_, "g", &ob, &mnt), 0);
         ck_assert_ptr_null(inode_map_find_lookup(map, &st, other));
         ck_assert_ptr_null(inode_map_find_lookup(map, &st, NULL)); /* gone from the key table */
         ck_assert_int_eq(inode_map_add_lookup_handle(map, other, dirfd_, &st, &c), 0);
@@ -267,6 +285,153 @@ START_TEST(test_mountinfo_root) {
 }
 END_TEST
 
+/* LOOKUP of inodes the map already holds, by handle: the handle is made on the stack and nothing
+ * is allocated, neither for a child found by name nor for ".." (found by its fd's handle through
+ * the mount fd table). */
+START_TEST(test_lookup_known_allocates_nothing) {
+        FsOptions o = FS_OPTIONS_DEFAULT;
+        static const FsCtx ctx = { .uid = 0, .gid = 0 };
+        _cleanup_(passthrough_freep) Passthrough *pt = NULL;
+        FsEntry f, d, e;
+        unsigned long before, made;
+        uint64_t idf[10], idd[10];
+        int rf[10], rd[10];
+
+        ck_assert_int_eq(mount("tmpfs", dir, "tmpfs", 0, NULL), 0);
+        dirfd_ = safe_close(dirfd_);
+        dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        touch("f");
+        ck_assert_int_eq(mkdirat(dirfd_, "d", 0755), 0);
+        ck_assert_int_eq(mkdirat(dirfd_, "d/e", 0755), 0);
+        o.shared_dir = dir;
+        o.inode_file_handles = INODE_FILE_HANDLES_MANDATORY;
+        ck_assert_int_eq(passthrough_new(&pt, &o), 0);
+        ck_assert(passthrough_uses_handles(pt));
+        ck_assert_int_eq(passthrough_ops.lookup(pt, &ctx, 1, "f", &f), 0);
+        ck_assert_int_eq(passthrough_ops.lookup(pt, &ctx, 1, "d", &d), 0);
+        ck_assert_int_eq(passthrough_ops.lookup(pt, &ctx, d.nodeid, "e", &e), 0);
+        ck_assert_uint_eq(passthrough_inode_count(pt), 4);
+
+        /* No ck_assert in the counted loop: a passing one allocates in Check's fork mode. */
+        before = atomic_load(&allocs);
+        for (int k = 0; k < 10; k++) {
+                FsEntry again;
+                rf[k] = passthrough_ops.lookup(pt, &ctx, 1, "f", &again);
+                idf[k] = again.nodeid;
+                rd[k] = passthrough_ops.lookup(pt, &ctx, e.nodeid, "..", &again);
+                idd[k] = again.nodeid;
+        }
+        made = atomic_load(&allocs) - before;
+        for (int k = 0; k < 10; k++) {
+                ck_assert_int_eq(rf[k], 0);
+                ck_assert_uint_eq(idf[k], f.nodeid);
+                ck_assert_int_eq(rd[k], 0);
+                ck_assert_uint_eq(idd[k], d.nodeid);
+        }
+        ck_assert_msg(made == 0, "20 lookups of known inodes made %lu allocations", made);
+        ck_assert_uint_eq(passthrough_inode_count(pt), 4);
+        ck_assert_uint_eq(passthrough_mount_fd_count(pt), 1);
+        /* A new inode still gets a node of its own, with its handle. */
+        touch("g");
+        ck_assert_int_eq(passthrough_ops.lookup(pt, &ctx, 1, "g", &e), 0);
+        ck_assert_uint_ne(e.nodeid, f.nodeid);
+        ck_assert_uint_eq(passthrough_inode_count(pt), 5);
+        pt = passthrough_free(pt);
+}
+END_TEST
+
+/* A known mount is found without the table's lock: a reader does not wait for an inserter. */
+typedef struct Get {
+        MountFds *m;
+        int mnt_id, fd, r;
+} Get;
+
+static void *get_thread(void *arg) {
+        Get *g = arg;
+        g->r = mount_fds_get(g->m, g->mnt_id, g->fd);
+        return NULL;
+}
+
+START_TEST(test_mount_fds_hit_takes_no_lock) {
+        struct timespec deadline;
+        MountFds m;
+        struct statx st;
+        pthread_t t;
+        Get g;
+        int fd, mfd, joined;
+
+        fd = path_fd(".", &st);
+        mount_fds_init(&m, &budget, NULL, 0, true);
+        mfd = mount_fds_get(&m, (int)st.stx_mnt_id, fd);
+        ck_assert_int_ge(mfd, 0);
+        g = (Get){ .m = &m, .mnt_id = (int)st.stx_mnt_id, .fd = fd, .r = -1 };
+        pthread_mutex_lock(&m.lock); /* an inserter busy with a new mount */
+        ck_assert_int_eq(pthread_create(&t, NULL, get_thread, &g), 0);
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += 5;
+        joined = pthread_timedjoin_np(t, NULL, &deadline);
+        pthread_mutex_unlock(&m.lock);
+        if (joined != 0)
+                pthread_join(t, NULL);
+        ck_assert_msg(joined == 0, "mount_fds_get() of a known mount waited for the lock");
+        ck_assert_int_eq(g.r, mfd);
+        mount_fds_done(&m);
+        close(fd);
+}
+END_TEST
+
+/* Readers and inserters at once (run it under TSan too): every thread gets the same fd for one
+ * mount id, each id gets one entry and one budget fd, whoever inserts it. */
+#define RACE_THREADS 4
+#define RACE_IDS 200
+typedef struct Race {
+        MountFds *m;
+        int fd;
+        int got[RACE_IDS];
+} Race;
+
+static void *race_thread(void *arg) {
+        Race *r = arg;
+
+        for (int round = 0; round < 20; round++)
+                for (int k = 0; k < RACE_IDS; k++) {
+                        int v = mount_fds_get(r->m, 5000 + k, r->fd);
+                        if (round == 0)
+                                r->got[k] = v;
+                        else if (r->got[k] != v)
+                                r->got[k] = -1000; /* changed under us */
+                }
+        return NULL;
+}
+
+START_TEST(test_mount_fds_concurrent) {
+        Race race[RACE_THREADS];
+        pthread_t t[RACE_THREADS];
+        struct statx st;
+        MountFds m;
+        int fd;
+
+        fd = path_fd(".", &st);
+        mount_fds_init(&m, &budget, NULL, 0, true);
+        for (int k = 0; k < RACE_THREADS; k++) {
+                race[k] = (Race){ .m = &m, .fd = fd };
+                ck_assert_int_eq(pthread_create(&t[k], NULL, race_thread, &race[k]), 0);
+        }
+        for (int k = 0; k < RACE_THREADS; k++)
+                ck_assert_int_eq(pthread_join(t[k], NULL), 0);
+        ck_assert_uint_eq(mount_fds_count(&m), RACE_IDS);
+        ck_assert_uint_eq(budget.used, RACE_IDS);
+        for (int k = 0; k < RACE_IDS; k++) {
+                ck_assert_int_ge(race[0].got[k], 0);
+                for (int j = 1; j < RACE_THREADS; j++)
+                        ck_assert_int_eq(race[j].got[k], race[0].got[k]);
+        }
+        mount_fds_done(&m);
+        ck_assert_uint_eq(budget.used, 0);
+        close(fd);
+}
+END_TEST
+
 static void add_tests(Suite *s) {
         TCase *tc = tcase_create("file-handle");
 
@@ -276,6 +441,9 @@ static void add_tests(Suite *s) {
         tcase_add_test(tc, test_map_by_handle);
         tcase_add_test(tc, test_mount_fds);
         tcase_add_test(tc, test_mountinfo_root);
+        tcase_add_test(tc, test_lookup_known_allocates_nothing);
+        tcase_add_test(tc, test_mount_fds_hit_takes_no_lock);
+        tcase_add_test(tc, test_mount_fds_concurrent);
         suite_add_tcase(s, tc);
 }
 

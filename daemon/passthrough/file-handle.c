@@ -11,38 +11,22 @@
 
 #include "util.h"
 
-static struct file_handle *handle_of(int dirfd, const char *name, int flags, int *ret_mnt_id, int *ret_err) {
-        /* MAX_HANDLE_SZ (128) holds every filesystem's handle; the result is trimmed to its size so
-         * that a remembered inode costs what its handle needs (8 + 8..20 bytes on ext4/tmpfs/xfs). */
-        struct {
-                struct file_handle fh;
-                unsigned char buf[MAX_HANDLE_SZ];
-        } tmp = { .fh.handle_bytes = MAX_HANDLE_SZ };
-        struct file_handle *h;
-        int mnt_id;
-
-        if (name_to_handle_at(dirfd, name, &tmp.fh, &mnt_id, flags) < 0) {
-                *ret_err = negative_errno();
-                return NULL;
-        }
-        h = malloc(sizeof(struct file_handle) + tmp.fh.handle_bytes);
-        if (!h) {
-                *ret_err = -ENOMEM;
-                return NULL;
-        }
-        memcpy(h, &tmp.fh, sizeof(struct file_handle) + tmp.fh.handle_bytes);
-        *ret_mnt_id = mnt_id;
-        *ret_err = 0;
-        return h;
+static int handle_of(int dirfd, const char *name, int flags, FileHandleBuf *buf, int *ret_mnt_id) {
+        /* MAX_HANDLE_SZ (128) holds every filesystem's handle; the kernel writes handle_bytes, the
+         * size this handle needs (8..20 bytes on ext4/tmpfs/xfs), which is what a node copies. */
+        buf->fh.handle_bytes = MAX_HANDLE_SZ;
+        if (name_to_handle_at(dirfd, name, &buf->fh, ret_mnt_id, flags) < 0)
+                return negative_errno();
+        return 0;
 }
 
-struct file_handle *file_handle_of_fd(int fd, int *ret_mnt_id, int *ret_err) {
-        return handle_of(fd, "", AT_EMPTY_PATH, ret_mnt_id, ret_err);
+int file_handle_of_fd(int fd, FileHandleBuf *buf, int *ret_mnt_id) {
+        return handle_of(fd, "", AT_EMPTY_PATH, buf, ret_mnt_id);
 }
 
-struct file_handle *file_handle_of_name(int dirfd, const char *name, int *ret_mnt_id, int *ret_err) {
+int file_handle_of_name(int dirfd, const char *name, FileHandleBuf *buf, int *ret_mnt_id) {
         /* Flags 0: a symlink's own handle, as the O_PATH|O_NOFOLLOW lookup takes it. */
-        return handle_of(dirfd, name, 0, ret_mnt_id, ret_err);
+        return handle_of(dirfd, name, 0, buf, ret_mnt_id);
 }
 
 size_t file_handle_size(const struct file_handle *h) {
@@ -153,36 +137,63 @@ static bool is_whole(const MountFds *m, int mnt_id) {
 }
 
 void mount_fds_done(MountFds *m) {
-        for (unsigned k = 0; k < m->n; k++)
+        /* No request runs any more: plain loads. */
+        unsigned n = atomic_load_explicit(&m->n, memory_order_relaxed);
+
+        for (unsigned k = 0; k < n; k++)
                 if (m->entry[k].fd >= 0)
                         fd_budget_close(m->budget, m->entry[k].fd);
-        m->n = 0;
+        atomic_store_explicit(&m->n, 0, memory_order_relaxed);
         free(m->whole_ids);
         m->whole_ids = NULL;
         m->n_whole = 0;
         pthread_mutex_destroy(&m->lock);
 }
 
+/* Whether mnt_id is among entry[from..n), its fd (or -EXDEV) in *ret. A linear scan: a share spans
+ * a handful of mounts, and the table is bounded. */
+static bool find(const MountFds *m, unsigned from, unsigned n, int mnt_id, int *ret) {
+        for (unsigned k = from; k < n; k++)
+                if (m->entry[k].mnt_id == mnt_id) {
+                        *ret = m->entry[k].fd;
+                        return true;
+                }
+        return false;
+}
+
+/* Under lock: publishes entry n as (mnt_id, fd). The release store orders the entry's writes
+ * before the count a reader loads with acquire: it never sees a half-written entry. */
+static int publish_locked(MountFds *m, unsigned n, int mnt_id, int fd) {
+        m->entry[n].mnt_id = mnt_id;
+        m->entry[n].fd = fd;
+        atomic_store_explicit(&m->n, n + 1, memory_order_release);
+        return fd;
+}
+
 int mount_fds_get(MountFds *m, int mnt_id, int fd) {
-        int r = -E2BIG;
+        unsigned seen, n;
+        int r;
+
+        /* Lock-free hit path: see MountFds in file-handle.h for why it is safe. */
+        seen = atomic_load_explicit(&m->n, memory_order_acquire);
+        if (find(m, 0, seen, mnt_id, &r))
+                return r;
 
         pthread_mutex_lock(&m->lock);
-        /* A linear scan: a share spans a handful of mounts, and the table is bounded. */
-        for (unsigned k = 0; k < m->n; k++)
-                if (m->entry[k].mnt_id == mnt_id) {
-                        r = m->entry[k].fd;
-                        goto out;
-                }
-        if (m->n >= MOUNT_FDS_MAX)
+        /* Another inserter may have added it since: only entries past seen are new. Relaxed: n is
+         * written only under this lock. */
+        n = atomic_load_explicit(&m->n, memory_order_relaxed);
+        if (find(m, seen, n, mnt_id, &r))
+                goto out;
+        r = -E2BIG;
+        if (n >= MOUNT_FDS_MAX)
                 goto out;
         if (!m->allow_subtree && (!is_mount_root(fd) || !is_whole(m, mnt_id))) {
                 /* The directory must be the root of its mount, and the mount show the root of its
                  * filesystem: anything else is a subtree a handle could leave. Remembered, so the
                  * next inode of this mount does not check again. A mount made after the start is
                  * not in the list, and refused as well. */
-                m->entry[m->n].mnt_id = mnt_id;
-                r = m->entry[m->n].fd = -EXDEV;
-                m->n++;
+                r = publish_locked(m, n, mnt_id, -EXDEV);
                 goto out;
         }
         if (!fd_budget_take(m->budget)) {
@@ -197,19 +208,12 @@ int mount_fds_get(MountFds *m, int mnt_id, int fd) {
                 fd_budget_release(m->budget);
                 goto out;
         }
-        m->entry[m->n].mnt_id = mnt_id;
-        m->entry[m->n].fd = r;
-        m->n++;
+        r = publish_locked(m, n, mnt_id, r);
 out:
         pthread_mutex_unlock(&m->lock);
         return r;
 }
 
 unsigned mount_fds_count(MountFds *m) {
-        unsigned n;
-
-        pthread_mutex_lock(&m->lock);
-        n = m->n;
-        pthread_mutex_unlock(&m->lock);
-        return n;
+        return atomic_load_explicit(&m->n, memory_order_acquire);
 }

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -13,13 +14,21 @@
 /* At most this many distinct mounts get a mount fd; inodes of further mounts keep an O_PATH fd. */
 #define MOUNT_FDS_MAX 256
 
-/* The handle of the inode fd refers to (an O_PATH fd, not followed), and its mount id, which is
- * the id statx(STATX_MNT_ID) reports. NULL with *ret_err set: -EOPNOTSUPP when the filesystem
- * cannot make handles, -ENOMEM, or name_to_handle_at's errno. Free the handle with free(). */
-struct file_handle *file_handle_of_fd(int fd, int *ret_mnt_id, int *ret_err);
+/* Room for the handle of any filesystem (MAX_HANDLE_SZ bytes after the header), with the header's
+ * alignment: made on the stack, so that a lookup of a known inode allocates nothing; a node that
+ * keeps the handle copies file_handle_size() bytes of it. */
+typedef struct FileHandleBuf {
+        struct file_handle fh;
+        unsigned char room[MAX_HANDLE_SZ];
+} FileHandleBuf;
+
+/* Fills buf with the handle of the inode fd refers to (an O_PATH fd, not followed), and its mount
+ * id, which is the id statx(STATX_MNT_ID) reports. 0, or -EOPNOTSUPP when the filesystem cannot
+ * make handles, or name_to_handle_at's errno. */
+int file_handle_of_fd(int fd, FileHandleBuf *buf, int *ret_mnt_id);
 
 /* The same for name in dirfd, not following a final symlink. */
-struct file_handle *file_handle_of_name(int dirfd, const char *name, int *ret_mnt_id, int *ret_err);
+int file_handle_of_name(int dirfd, const char *name, FileHandleBuf *buf, int *ret_mnt_id);
 
 /* Bytes a handle takes in memory (the inode's share of RSS in handle mode). */
 size_t file_handle_size(const struct file_handle *h);
@@ -35,10 +44,15 @@ int file_handle_open_checked(int mount_fd, const struct file_handle *h, uint64_t
 
 /* One fd per host mount the share spans, keyed by mount id, opened when the mount's first inode is
  * seen (that directory opened for reading: the mount root when the guest crosses into a submount,
- * the share root for the share's own mount). Each fd is charged to the budget. */
+ * the share root for the share's own mount). Each fd is charged to the budget.
+ *
+ * Every lookup that remembers an inode by handle asks for its mount, so finding a known mount takes
+ * no lock: the table is append-only, and an entry, once published by the release store of n, is
+ * never written, moved or freed again until mount_fds_done(), which runs when no request does. A
+ * reader's acquire load of n therefore sees entry[0..n) complete. */
 typedef struct MountFds {
-        /* Guards n and the table; held for a lookup, or for one statx and open when a mount is
-         * first seen (rare: once per mount). */
+        /* Serialises inserters: held to look again and add an entry when a reader found none (one
+         * statx and open, once per mount), never by a reader of a known mount. */
         pthread_mutex_t lock;
         FdBudget *budget;
         /* The mounts that show their filesystem's root, from /proc/self/mountinfo at start (before
@@ -46,7 +60,9 @@ typedef struct MountFds {
         int *whole_ids;
         size_t n_whole;
         bool allow_subtree; /* --allow-handles-beyond-share */
-        unsigned n;
+        /* Published entries: stored with release under lock after the entry is written, loaded
+         * with acquire by readers. */
+        _Atomic unsigned n;
         struct {
                 int mnt_id;
                 int fd; /* -EXDEV: a subtree mount, refused; its inodes keep fds */
@@ -66,6 +82,7 @@ void mount_fds_done(MountFds *m);
 /* The mount fd for mnt_id, opened from fd (an O_PATH fd on that mount) when it is the first: >= 0,
  * or -EXDEV (the mount is a subtree of its filesystem and allow_subtree is off), -ENFILE (budget
  * spent), -E2BIG (MOUNT_FDS_MAX mounts already), -ENOTDIR (fd is no directory: a file bind mount)
- * or open's errno. Valid until mount_fds_done(). */
+ * or open's errno. Valid until mount_fds_done(). Takes no lock when mnt_id is in the table already;
+ * safe from any thread. */
 int mount_fds_get(MountFds *m, int mnt_id, int fd);
 unsigned mount_fds_count(MountFds *m);

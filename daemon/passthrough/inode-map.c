@@ -88,8 +88,7 @@ static void inode_destroy(Inode *i) {
                 g_hash_table_destroy(i->plocks);
         pthread_mutex_destroy(&i->plock_mutex);
         fd_budget_close(i->map->budget, i->fd);
-        free(i->handle);
-        free(i);
+        free(i); /* the handle with it */
 }
 
 /* Under the shard lock: takes the inode out of both tables. The caller then drops the tables'
@@ -123,10 +122,17 @@ InodeMap *inode_map_free(InodeMap *m) {
         return NULL;
 }
 
-static Inode *inode_alloc(InodeMap *m, int fd, const struct statx *stx) {
-        Inode *i = calloc(1, sizeof *i);
+/* A new node over fd, or over a copy of handle h (the copy in the same allocation, after the
+ * Inode, whose size keeps the handle's 4-byte alignment). */
+static Inode *inode_alloc(InodeMap *m, int fd, const struct file_handle *h, const struct statx *stx) {
+        size_t hsize = h ? sizeof *h + h->handle_bytes : 0;
+        Inode *i = calloc(1, sizeof *i + hsize);
         if (!i)
                 return NULL;
+        if (h) {
+                i->handle = (struct file_handle *) (i + 1);
+                memcpy(i->handle, h, hsize);
+        }
         i->map = m;
         i->fd = fd;
         i->mount_fd = -1;
@@ -145,7 +151,7 @@ int inode_map_set_root(InodeMap *m, int fd, const struct statx *stx) {
                 return -EEXIST;
         if (!fd_budget_take(m->budget))
                 return -ENFILE;
-        i = inode_alloc(m, fd, stx);
+        i = inode_alloc(m, fd, NULL, stx);
         if (!i) {
                 fd_budget_release(m->budget);
                 return -ENOMEM;
@@ -228,36 +234,62 @@ Inode *inode_map_find_lookup(InodeMap *m, const struct statx *stx, const struct 
         return i;
 }
 
-/* fd (O_PATH, one budget fd) or handle h on mount_fd, whichever the new node is to keep. */
-static int add_lookup(InodeMap *m, int fd, struct file_handle *h, int mount_fd, const struct statx *stx, Inode **ret) {
-        Inode *i, *n;
-        InodeShard *s;
-        unsigned idx;
+/* Under the shard lock: the node of key that a new sighting (type, handle h or NULL) is, or NULL.
+ * Same (dev, ino) but another type, or another handle, means the old node's file is gone and the
+ * number was recycled while we held no pin on it; a node by handle and a sighting without one
+ * cannot be compared. Those keep their key here: add_lookup() takes it from them when it links
+ * the newcomer. */
+static Inode *known_locked(InodeShard *s, const InodeKey *key, mode_t type, const struct file_handle *h) {
+        Inode *i = g_hash_table_lookup(s->by_key, key);
 
-        /* Allocate before taking the lock; thrown away if the inode is already known. */
-        n = inode_alloc(m, fd, stx);
+        if (i && i->type == type && same_inode(i, h))
+                return i;
+        return NULL;
+}
+
+/* fd (O_PATH, one budget fd) or handle h on mount_fd (borrowed), whichever the new node is to
+ * keep. */
+static int add_lookup(InodeMap *m, int fd, const struct file_handle *h, int mount_fd, const struct statx *stx,
+                      Inode **ret) {
+        InodeKey key = inode_key_from_statx(stx);
+        mode_t type = stx->stx_mode & S_IFMT;
+        unsigned idx = key_shard(&key);
+        InodeShard *s = &m->shards[idx];
+        Inode *i, *n;
+
+        /* First without allocating: most sightings by handle are of inodes the map holds (".."
+         * lookups, a create that opened an existing file, a lookup that raced another), and h
+         * may live on the caller's stack. */
+        pthread_mutex_lock(&s->lock);
+        i = known_locked(s, &key, type, h);
+        if (i) {
+                nlookup_inc(i);
+                inode_ref(i);
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (i) {
+                fd_budget_close(m->budget, fd);
+                *ret = i;
+                return 0;
+        }
+
+        /* A new node, allocated without the lock (no allocator under it); thrown away if another
+         * thread linked the inode meanwhile. */
+        n = inode_alloc(m, fd, h, stx);
         if (!n) {
                 fd_budget_close(m->budget, fd);
-                free(h);
                 return -ENOMEM;
         }
-        n->handle = h;
         n->mount_fd = h ? mount_fd : -1;
-        idx = n->shard;
-        s = &m->shards[idx];
         pthread_mutex_lock(&s->lock);
-        i = g_hash_table_lookup(s->by_key, &n->key);
-        if (i && (i->type != n->type || !same_inode(i, n->handle) || (i->handle && !n->handle))) {
-                /* Same (dev, ino) but another type, or another handle: the old node's file is gone
-                 * and the number was recycled while we held no pin on it. The new file gets its own
-                 * node. (A node by handle and a sighting without one cannot be compared: new node.) */
-                g_hash_table_remove(s->by_key, &i->key);
-                i = NULL;
-        }
+        i = known_locked(s, &key, type, h);
         if (i) {
                 nlookup_inc(i);
                 inode_ref(i);
         } else {
+                Inode *stale = g_hash_table_lookup(s->by_key, &key);
+                if (stale) /* see known_locked(): the newcomer gets its own node and the key */
+                        g_hash_table_remove(s->by_key, &stale->key);
                 i = TAKE_PTR(n);
                 i->nodeid = s->next_seq++ << INODE_MAP_SHARD_BITS | idx;
                 i->nlookup = 1;
@@ -269,7 +301,6 @@ static int add_lookup(InodeMap *m, int fd, struct file_handle *h, int mount_fd, 
         pthread_mutex_unlock(&s->lock);
         if (n) {
                 pthread_mutex_destroy(&n->plock_mutex);
-                free(n->handle);
                 free(n);
                 fd_budget_close(m->budget, fd);
         }
@@ -281,7 +312,7 @@ int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **r
         return add_lookup(m, fd, NULL, -1, stx, ret);
 }
 
-int inode_map_add_lookup_handle(InodeMap *m, struct file_handle *h, int mount_fd, const struct statx *stx,
+int inode_map_add_lookup_handle(InodeMap *m, const struct file_handle *h, int mount_fd, const struct statx *stx,
                                 Inode **ret) {
         return add_lookup(m, -1, h, mount_fd, stx, ret);
 }

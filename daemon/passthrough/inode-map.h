@@ -31,8 +31,9 @@ typedef struct Inode {
         InodeMap *map;
         uint64_t nodeid; /* never 0, never reused while the map lives; root = 1 */
         int fd; /* O_PATH|O_NOFOLLOW handle, owned; -1 when remembered by handle */
-        /* --inode-file-handles: the inode's file handle (owned) and the mount fd it opens on
-         * (borrowed from the Passthrough's MountFds, which outlive every inode), when fd is -1. */
+        /* --inode-file-handles: the inode's file handle (stored in the same allocation as the
+         * Inode, right after it) and the mount fd it opens on (borrowed from the Passthrough's
+         * MountFds, which outlive every inode), when fd is -1. */
         struct file_handle *handle;
         int mount_fd;
         InodeKey key;
@@ -77,10 +78,11 @@ static inline void inode_unrefp(Inode **i) {
  * in-flight reference. */
 int inode_map_add_lookup(InodeMap *m, int fd, const struct statx *stx, Inode **ret);
 
-/* The same for an inode remembered by its file handle h (taken over, freed when the inode is
- * already known) on mount_fd: the new node holds no fd. */
+/* The same for an inode remembered by its file handle h (borrowed: it may live on the caller's
+ * stack; a new node keeps a copy, a known inode costs no allocation) on mount_fd: the new node
+ * holds no fd. */
 struct file_handle;
-int inode_map_add_lookup_handle(InodeMap *m, struct file_handle *h, int mount_fd, const struct statx *stx,
+int inode_map_add_lookup_handle(InodeMap *m, const struct file_handle *h, int mount_fd, const struct statx *stx,
                                 Inode **ret);
 
 /* Counts one guest lookup of the inode stx describes if the map already holds it (same key and

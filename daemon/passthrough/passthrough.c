@@ -212,19 +212,21 @@ static void handle_fallback_note(Passthrough *p, int err) {
  * that cannot have a handle (a filesystem without them below a submount, a mount that is a
  * subtree, the mount table full) keeps its fd; in mandatory mode that is the lookup's error. */
 static int remember_inode(Passthrough *p, int fd, const struct statx *stx, Inode **ret) {
-        struct file_handle *h;
+        FileHandleBuf h;
         int mnt_id, err, mfd;
 
         if (!p->use_handles)
                 return inode_map_add_lookup(p->inodes, fd, stx, ret);
-        h = file_handle_of_fd(fd, &mnt_id, &err);
-        if (h) {
+        /* The handle on the stack and the mount fd found without a lock: an inode the map holds
+         * already costs no allocation and no shared lock (the map copies the handle for a new
+         * node only). */
+        err = file_handle_of_fd(fd, &h, &mnt_id);
+        if (err == 0) {
                 mfd = mount_fds_get(&p->mounts, mnt_id, fd);
                 if (mfd >= 0) {
                         fd_budget_close(&p->budget, fd);
-                        return inode_map_add_lookup_handle(p->inodes, h, mfd, stx, ret);
+                        return inode_map_add_lookup_handle(p->inodes, &h.fh, mfd, stx, ret);
                 }
-                free(h);
                 err = mfd;
         }
         if (p->handles_mandatory) {
@@ -257,8 +259,9 @@ static int entry_from_fd(Passthrough *p, int fd, const Inode *dir, FsEntry *e) {
 
 /* Looks name up in dir without following a symlink and counts the lookup. */
 static int lookup_child(Passthrough *p, Inode *dir, int dirfd, const char *name, FsEntry *e) {
-        _cleanup_free_ struct file_handle *h = NULL;
         _cleanup_(inode_unrefp) Inode *i = NULL;
+        const struct file_handle *h = NULL;
+        FileHandleBuf hb;
         struct statx stx;
         int fd;
 
@@ -271,9 +274,11 @@ static int lookup_child(Passthrough *p, Inode *dir, int dirfd, const char *name,
                 return negative_errno();
         if (p->use_handles) {
                 /* A node remembered by handle pins nothing: the handle the name has now tells the
-                 * same inode from a recycled number (inode-map.h). No fd is opened for it. */
-                int mnt_id, err;
-                h = file_handle_of_name(dirfd, name, &mnt_id, &err);
+                 * same inode from a recycled number (inode-map.h). No fd is opened for it, and
+                 * the handle lives on the stack: a known inode costs no allocation. */
+                int mnt_id;
+                if (file_handle_of_name(dirfd, name, &hb, &mnt_id) == 0)
+                        h = &hb.fh;
         }
         i = inode_map_find_lookup(p->inodes, &stx, h);
         if (i) {
@@ -351,7 +356,7 @@ static int open_proc_fd_dir(void) {
  * reach outside the share (docs/security.md). prefer falls back to never with a notice; mandatory
  * refuses to start. */
 static int setup_handles(Passthrough *p, int root, const struct statx *stx) {
-        _cleanup_free_ struct file_handle *h = NULL;
+        FileHandleBuf h;
         const char *why = NULL;
         int mnt_id, err = 0, fd, r, *whole = NULL;
         size_t n_whole = 0;
@@ -365,8 +370,8 @@ static int setup_handles(Passthrough *p, int root, const struct statx *stx) {
         mount_fds_done(&p->mounts); /* the placeholder from passthrough_new() */
         mount_fds_init(&p->mounts, &p->budget, whole, n_whole, p->opts.handles_beyond_share);
 
-        h = file_handle_of_fd(root, &mnt_id, &err);
-        if (!h)
+        err = file_handle_of_fd(root, &h, &mnt_id);
+        if (err < 0)
                 why = err == -EOPNOTSUPP ? "the shared directory's filesystem cannot make file handles"
                                          : "name_to_handle_at() of the shared directory failed";
         if (!why) {
@@ -382,7 +387,7 @@ static int setup_handles(Passthrough *p, int root, const struct statx *stx) {
                 }
         }
         if (!why) {
-                fd = file_handle_open_checked(r, h, inode_key_from_statx(stx).dev, stx->stx_ino, O_PATH, NULL);
+                fd = file_handle_open_checked(r, &h.fh, inode_key_from_statx(stx).dev, stx->stx_ino, O_PATH, NULL);
                 if (fd == -EPERM) {
                         err = fd;
                         why = "open_by_handle_at() needs CAP_DAC_READ_SEARCH, which the daemon does not have";
