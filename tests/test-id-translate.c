@@ -2,6 +2,8 @@
  * applies them (against a recording filesystem). */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "id-translate-fs.h"
@@ -177,6 +179,10 @@ typedef struct Rec {
         FsSetattr setattr;
         uid_t owner_uid; /* what the host says every inode is owned by */
         gid_t owner_gid;
+        int answer; /* what the operations below that return attributes answer */
+        const char *op; /* the last creating operation or link, and its arguments */
+        uint64_t args[8];
+        unsigned n_args;
 } Rec;
 
 static void rec_call(Rec *r, const FsCtx *c) {
@@ -194,16 +200,17 @@ static void rec_entry(Rec *r, uint64_t nodeid, FsEntry *e) {
 }
 
 static int rec_lookup(void *fs, const FsCtx *c, uint64_t parent, const char *name, FsEntry *ret) {
-        rec_call(fs, c);
-        rec_entry(fs, 5, ret);
-        return 0;
+        Rec *r = fs;
+        rec_call(r, c);
+        rec_entry(r, 5, ret);
+        return r->answer;
 }
 
 static int rec_getattr(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, struct stat *ret) {
         Rec *r = fs;
         rec_call(r, c);
         *ret = (struct stat){ .st_uid = r->owner_uid, .st_gid = r->owner_gid };
-        return 0;
+        return r->answer;
 }
 
 static int rec_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr *a, struct stat *ret) {
@@ -215,17 +222,56 @@ static int rec_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetatt
         if (a->valid & FS_SET_GID)
                 r->owner_gid = a->gid;
         *ret = (struct stat){ .st_uid = r->owner_uid, .st_gid = r->owner_gid };
-        return 0;
+        return r->answer;
+}
+
+/* A creating operation or link: which one, its arguments (pointers as numbers: they must arrive
+ * as they were passed), and a new entry owned by owner_uid/owner_gid, handed back even with an
+ * error (so that a failure can be seen to come back untranslated). */
+static int rec_made(Rec *r, const char *op, const FsCtx *c, const uint64_t *args, unsigned n, FsEntry *ret) {
+        rec_call(r, c);
+        r->op = op;
+        r->n_args = n;
+        memcpy(r->args, args, n * sizeof *args);
+        rec_entry(r, 6, ret);
+        return r->answer;
+}
+
+#define P(p) ((uint64_t)(uintptr_t)(p))
+
+static int rec_mknod(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
+                     FsEntry *ret) {
+        return rec_made(fs, "mknod", c, (uint64_t[]){ parent, P(name), mode, rdev }, 4, ret);
 }
 
 static int rec_mkdir(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, FsEntry *ret) {
         Rec *r = fs;
-        rec_call(r, c);
         /* The host made it as the caller. */
         r->owner_uid = c->uid;
         r->owner_gid = c->gid;
-        rec_entry(r, 6, ret);
-        return 0;
+        return rec_made(r, "mkdir", c, (uint64_t[]){ parent, P(name), mode }, 3, ret);
+}
+
+static int rec_symlink(void *fs, const FsCtx *c, uint64_t parent, const char *name, const char *target,
+                       FsEntry *ret) {
+        return rec_made(fs, "symlink", c, (uint64_t[]){ parent, P(name), P(target) }, 3, ret);
+}
+
+static int rec_link(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t newparent, const char *newname,
+                    FsEntry *ret) {
+        return rec_made(fs, "link", c, (uint64_t[]){ nodeid, newparent, P(newname) }, 3, ret);
+}
+
+static int rec_create(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, int flags,
+                      bool kill_priv, FsEntry *ret, uint64_t *ret_fh) {
+        *ret_fh = 77;
+        return rec_made(fs, "create", c, (uint64_t[]){ parent, P(name), mode, flags, kill_priv, P(ret_fh) }, 6, ret);
+}
+
+static int rec_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, int flags, FsEntry *ret,
+                       uint64_t *ret_fh) {
+        *ret_fh = 78;
+        return rec_made(fs, "tmpfile", c, (uint64_t[]){ parent, mode, flags, P(ret_fh) }, 4, ret);
 }
 
 static int rec_unlink(void *fs, const FsCtx *c, uint64_t parent, const char *name) {
@@ -260,7 +306,12 @@ static const FsOps rec_ops = {
         .lookup = rec_lookup,
         .getattr = rec_getattr,
         .setattr = rec_setattr,
+        .mknod = rec_mknod,
         .mkdir = rec_mkdir,
+        .symlink = rec_symlink,
+        .link = rec_link,
+        .create = rec_create,
+        .tmpfile = rec_tmpfile,
         .unlink = rec_unlink,
         .access = rec_access,
         .readdir = rec_readdir,
@@ -406,6 +457,106 @@ START_TEST(test_fs_attributes) {
 }
 END_TEST
 
+/* What test_fs_makers expects of the last creating operation: that op, with exactly these
+ * arguments, reached the filesystem with the caller in host ids (as_host) or as it came. */
+static void assert_made(const Rec *r, const char *op, const uint64_t *args, unsigned n, bool as_host) {
+        ck_assert_str_eq(r->op, op);
+        ck_assert_uint_eq(r->n_args, n);
+        for (unsigned k = 0; k < n; k++)
+                ck_assert_uint_eq(r->args[k], args[k]);
+        ck_assert_uint_eq(r->ctx.uid, (as_host ? 1000 : 0));
+        ck_assert_uint_eq(r->ctx.gid, (as_host ? 2000 : 0));
+        ck_assert_uint_eq(r->ctx.n_groups, 1);
+        ck_assert_uint_eq(r->groups[0], (as_host ? 2007 : 7));
+        ck_assert_uint_eq(r->ctx.pid, 42);
+        ck_assert(r->ctx.has_umask);
+        ck_assert_uint_eq(r->ctx.umask, 022);
+        ck_assert_uint_eq(r->ctx.unique, 9);
+}
+
+/* Each creating operation, link, and the attribute replies, alike: the arguments arrive as they
+ * were passed, the caller in host ids (link acts as the daemon: as it came), the reply in guest
+ * ids; a failure comes back as it is and its attributes untranslated; a forbidden caller never
+ * reaches the filesystem, except for link. */
+START_TEST(test_fs_makers) {
+        Rec r;
+        _cleanup_(id_translate_fs_freep) IdTranslateFs *t = make(&r);
+        const FsOps *o = &id_translate_fs_ops;
+        gid_t groups[1] = { 7 };
+        FsCtx c = { .uid = 0, .gid = 0, .pid = 42, .unique = 9, .groups = groups, .n_groups = 1, .has_umask = true,
+                    .umask = 022 };
+        const char *name = "n", *target = "t";
+        const int answers[] = { 0, 3, -EIO };
+        FsSetattr a = { .valid = FS_SET_MODE, .mode = 0600 };
+        struct stat st;
+        FsEntry e;
+        uint64_t fh;
+
+        for (unsigned k = 0; k < ELEMENTSOF(answers); k++) {
+                int answer = answers[k];
+                /* host 1000:2050 is guest 0:50 */
+                uid_t want_uid = answer < 0 ? 1000 : 0;
+                gid_t want_gid = answer < 0 ? 2050 : 50;
+
+                r.answer = answer;
+                ck_assert_int_eq(o->mknod(t, &c, 1, name, S_IFCHR | 0600, 0x0103, &e), answer);
+                assert_made(&r, "mknod", (uint64_t[]){ 1, P(name), S_IFCHR | 0600, 0x0103 }, 4, true);
+                ck_assert_uint_eq(e.st.st_uid, want_uid);
+                ck_assert_uint_eq(e.st.st_gid, want_gid);
+                ck_assert_int_eq(o->symlink(t, &c, 2, name, target, &e), answer);
+                assert_made(&r, "symlink", (uint64_t[]){ 2, P(name), P(target) }, 3, true);
+                ck_assert_uint_eq(e.st.st_uid, want_uid);
+                ck_assert_uint_eq(e.st.st_gid, want_gid);
+                ck_assert_int_eq(o->create(t, &c, 3, name, 0640, O_RDWR | O_EXCL, true, &e, &fh), answer);
+                assert_made(&r, "create", (uint64_t[]){ 3, P(name), 0640, O_RDWR | O_EXCL, true, P(&fh) }, 6, true);
+                ck_assert_uint_eq(e.st.st_uid, want_uid);
+                ck_assert_uint_eq(e.st.st_gid, want_gid);
+                ck_assert_uint_eq(fh, 77);
+                ck_assert_int_eq(o->tmpfile(t, &c, 4, 0600, O_WRONLY, &e, &fh), answer);
+                assert_made(&r, "tmpfile", (uint64_t[]){ 4, 0600, O_WRONLY, P(&fh) }, 4, true);
+                ck_assert_uint_eq(e.st.st_uid, want_uid);
+                ck_assert_uint_eq(e.st.st_gid, want_gid);
+                ck_assert_uint_eq(fh, 78);
+                ck_assert_int_eq(o->link(t, &c, 5, 6, name, &e), answer);
+                assert_made(&r, "link", (uint64_t[]){ 5, 6, P(name) }, 3, false);
+                ck_assert_uint_eq(e.st.st_uid, want_uid);
+                ck_assert_uint_eq(e.st.st_gid, want_gid);
+                /* mkdir's inode is owned by its caller: host 1000:2000, guest 0:0 */
+                ck_assert_int_eq(o->mkdir(t, &c, 7, name, 0750, &e), answer);
+                assert_made(&r, "mkdir", (uint64_t[]){ 7, P(name), 0750 }, 3, true);
+                ck_assert_uint_eq(e.st.st_uid, want_uid);
+                ck_assert_uint_eq(e.st.st_gid, answer < 0 ? 2000 : 0);
+                r.owner_gid = 2050;
+
+                ck_assert_int_eq(o->lookup(t, &c, 1, name, &e), answer);
+                ck_assert_uint_eq(e.st.st_uid, want_uid);
+                ck_assert_uint_eq(e.st.st_gid, want_gid);
+                ck_assert_int_eq(o->getattr(t, &c, 5, FS_NO_FH, &st), answer);
+                ck_assert_uint_eq(st.st_uid, want_uid);
+                ck_assert_uint_eq(st.st_gid, want_gid);
+                ck_assert_int_eq(o->setattr(t, &c, 5, &a, &st), answer);
+                ck_assert_uint_eq(st.st_uid, want_uid);
+                ck_assert_uint_eq(st.st_gid, want_gid);
+                ck_assert_uint_eq(r.ctx.uid, 0); /* setattr acts as the daemon */
+        }
+
+        /* A forbidden caller: EPERM from every operation that acts as it, before the filesystem. */
+        r.answer = 0;
+        r.calls = 0;
+        c.uid = 70005;
+        ck_assert_int_eq(o->mknod(t, &c, 1, name, S_IFIFO | 0600, 0, &e), -EPERM);
+        ck_assert_int_eq(o->mkdir(t, &c, 1, name, 0700, &e), -EPERM);
+        ck_assert_int_eq(o->symlink(t, &c, 1, name, target, &e), -EPERM);
+        ck_assert_int_eq(o->create(t, &c, 1, name, 0600, O_RDWR, false, &e, &fh), -EPERM);
+        ck_assert_int_eq(o->tmpfile(t, &c, 1, 0600, O_RDWR, &e, &fh), -EPERM);
+        ck_assert_int_eq(o->access(t, &c, 1, 4), -EPERM);
+        ck_assert_uint_eq(r.calls, 0);
+        ck_assert_int_eq(o->link(t, &c, 5, 6, name, &e), 0);
+        ck_assert_uint_eq(r.calls, 1);
+        ck_assert_uint_eq(r.ctx.uid, 70005);
+}
+END_TEST
+
 static Suite *id_translate_suite(void) {
         Suite *s = suite_create("id-translate");
         TCase *tc = tcase_create("core");
@@ -416,6 +567,7 @@ static Suite *id_translate_suite(void) {
         tcase_add_test(tc, test_lookups);
         tcase_add_test(tc, test_fs_callers);
         tcase_add_test(tc, test_fs_attributes);
+        tcase_add_test(tc, test_fs_makers);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -65,11 +65,73 @@ static void stat_to_guest(const IdTranslateFs *t, struct stat *st) {
         st->st_gid = id_translate_to_guest(t->gid, st->st_gid);
 }
 
+/* The attributes of a reply (getattr, setattr) as the guest sees them; r, the inner operation's
+ * answer, passes through, and a failure's attributes are left as they are. */
+static int attr_to_guest(const IdTranslateFs *t, int r, struct stat *st) {
+        if (r >= 0)
+                stat_to_guest(t, st);
+        return r;
+}
+
 /* An entry handed back: its attributes as the guest sees them (no node, no attributes). */
 static int entry_to_guest(const IdTranslateFs *t, int r, FsEntry *e) {
         if (r >= 0 && e->nodeid != 0)
                 stat_to_guest(t, &e->st);
         return r;
+}
+
+/* ---- the operations that make an inode as their caller ---- */
+
+/* mknod, mkdir, symlink, create and tmpfile: the host makes the inode with the caller's ids, so
+ * the caller goes to host ids first (a forbidden id: -EPERM, nothing made) and the new entry
+ * comes back in guest ids. Each wrapper packs its arguments into a MakeArgs and make_as_caller()
+ * does both steps around the inner call, so the rule stands in one place. */
+typedef enum MakeOp {
+        MAKE_MKNOD,
+        MAKE_MKDIR,
+        MAKE_SYMLINK,
+        MAKE_CREATE,
+        MAKE_TMPFILE,
+} MakeOp;
+
+typedef struct MakeArgs {
+        MakeOp op;
+        uint64_t parent;
+        const char *name;   /* all but tmpfile */
+        mode_t mode;        /* all but symlink */
+        dev_t rdev;         /* mknod */
+        const char *target; /* symlink */
+        int flags;          /* create, tmpfile */
+        bool kill_priv;     /* create */
+        uint64_t *ret_fh;   /* create, tmpfile */
+} MakeArgs;
+
+/* The inner operation a MakeArgs names, for the caller h (already in host ids). */
+static int make_call(const IdTranslateFs *t, const FsCtx *h, const MakeArgs *a, FsEntry *ret) {
+        switch (a->op) {
+        case MAKE_MKNOD:
+                return t->ops->mknod(t->fs, h, a->parent, a->name, a->mode, a->rdev, ret);
+        case MAKE_MKDIR:
+                return t->ops->mkdir(t->fs, h, a->parent, a->name, a->mode, ret);
+        case MAKE_SYMLINK:
+                return t->ops->symlink(t->fs, h, a->parent, a->name, a->target, ret);
+        case MAKE_CREATE:
+                return t->ops->create(t->fs, h, a->parent, a->name, a->mode, a->flags, a->kill_priv, ret, a->ret_fh);
+        case MAKE_TMPFILE:
+                return t->ops->tmpfile(t->fs, h, a->parent, a->mode, a->flags, ret, a->ret_fh);
+        }
+        return -EINVAL; /* not reached: -Wswitch names a MakeOp without its case here */
+}
+
+static int make_as_caller(const IdTranslateFs *t, const FsCtx *c, const MakeArgs *a, FsEntry *ret) {
+        gid_t groups[FS_CTX_MAX_GROUPS];
+        FsCtx h;
+        int r;
+
+        r = caller_to_host(t, c, &h, groups);
+        if (r < 0)
+                return r;
+        return entry_to_guest(t, make_call(t, &h, a, ret), ret);
 }
 
 /* ---- the operations ---- */
@@ -91,10 +153,7 @@ static void tr_forget(void *fs, uint64_t nodeid, uint64_t nlookup) {
 
 static int tr_getattr(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, struct stat *ret) {
         IdTranslateFs *t = fs;
-        int r = t->ops->getattr(t->fs, c, nodeid, fh, ret);
-        if (r >= 0)
-                stat_to_guest(t, ret);
-        return r;
+        return attr_to_guest(t, t->ops->getattr(t->fs, c, nodeid, fh, ret), ret);
 }
 
 static int tr_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr *a, struct stat *ret) {
@@ -116,10 +175,7 @@ static int tr_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                         return r;
                 h.gid = id;
         }
-        r = t->ops->setattr(t->fs, c, nodeid, &h, ret);
-        if (r >= 0)
-                stat_to_guest(t, ret);
-        return r;
+        return attr_to_guest(t, t->ops->setattr(t->fs, c, nodeid, &h, ret), ret);
 }
 
 static int tr_readlink(void *fs, const FsCtx *c, uint64_t nodeid, char *buf, size_t size) {
@@ -129,33 +185,18 @@ static int tr_readlink(void *fs, const FsCtx *c, uint64_t nodeid, char *buf, siz
 
 static int tr_mknod(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
                     FsEntry *ret) {
-        IdTranslateFs *t = fs;
-        gid_t groups[FS_CTX_MAX_GROUPS];
-        FsCtx h;
-        int r = caller_to_host(t, c, &h, groups);
-        if (r < 0)
-                return r;
-        return entry_to_guest(t, t->ops->mknod(t->fs, &h, parent, name, mode, rdev, ret), ret);
+        MakeArgs a = { .op = MAKE_MKNOD, .parent = parent, .name = name, .mode = mode, .rdev = rdev };
+        return make_as_caller(fs, c, &a, ret);
 }
 
 static int tr_mkdir(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, FsEntry *ret) {
-        IdTranslateFs *t = fs;
-        gid_t groups[FS_CTX_MAX_GROUPS];
-        FsCtx h;
-        int r = caller_to_host(t, c, &h, groups);
-        if (r < 0)
-                return r;
-        return entry_to_guest(t, t->ops->mkdir(t->fs, &h, parent, name, mode, ret), ret);
+        MakeArgs a = { .op = MAKE_MKDIR, .parent = parent, .name = name, .mode = mode };
+        return make_as_caller(fs, c, &a, ret);
 }
 
 static int tr_symlink(void *fs, const FsCtx *c, uint64_t parent, const char *name, const char *target, FsEntry *ret) {
-        IdTranslateFs *t = fs;
-        gid_t groups[FS_CTX_MAX_GROUPS];
-        FsCtx h;
-        int r = caller_to_host(t, c, &h, groups);
-        if (r < 0)
-                return r;
-        return entry_to_guest(t, t->ops->symlink(t->fs, &h, parent, name, target, ret), ret);
+        MakeArgs a = { .op = MAKE_SYMLINK, .parent = parent, .name = name, .target = target };
+        return make_as_caller(fs, c, &a, ret);
 }
 
 static int tr_unlink(void *fs, const FsCtx *c, uint64_t parent, const char *name) {
@@ -186,24 +227,15 @@ static int tr_open(void *fs, const FsCtx *c, uint64_t nodeid, int flags, bool ki
 
 static int tr_create(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, int flags,
                      bool kill_priv, FsEntry *ret, uint64_t *ret_fh) {
-        IdTranslateFs *t = fs;
-        gid_t groups[FS_CTX_MAX_GROUPS];
-        FsCtx h;
-        int r = caller_to_host(t, c, &h, groups);
-        if (r < 0)
-                return r;
-        return entry_to_guest(t, t->ops->create(t->fs, &h, parent, name, mode, flags, kill_priv, ret, ret_fh), ret);
+        MakeArgs a = { .op = MAKE_CREATE, .parent = parent, .name = name, .mode = mode, .flags = flags,
+                       .kill_priv = kill_priv, .ret_fh = ret_fh };
+        return make_as_caller(fs, c, &a, ret);
 }
 
 static int tr_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, int flags, FsEntry *ret,
                       uint64_t *ret_fh) {
-        IdTranslateFs *t = fs;
-        gid_t groups[FS_CTX_MAX_GROUPS];
-        FsCtx h;
-        int r = caller_to_host(t, c, &h, groups);
-        if (r < 0)
-                return r;
-        return entry_to_guest(t, t->ops->tmpfile(t->fs, &h, parent, mode, flags, ret, ret_fh), ret);
+        MakeArgs a = { .op = MAKE_TMPFILE, .parent = parent, .mode = mode, .flags = flags, .ret_fh = ret_fh };
+        return make_as_caller(fs, c, &a, ret);
 }
 
 static ssize_t tr_read(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, const struct iovec *iov,
