@@ -48,6 +48,13 @@
 #   --memory SIZE     guest RAM (default: enough for the tree on the guest tmpfs plus 1 GiB)
 #   --timeout S       whole guest run (default: computed from the tree size)
 #   --prepare-only    prepare (and cache) the tree and the initramfs, then exit
+#   --vufsd-bus ADDR  the vufsd backends' --bus (default none): a D-Bus address lets a step hook read
+#                     their per-opcode request counts (fsctl --address=ADDR --json stats)
+#   --virtiofsd-args ARGS  more options for the C virtiofsd (one string, split on spaces), e.g. -d
+#                     to log every request to DIR/backend.log (it slows that daemon down)
+#   --step-hook CMD   runs CMD begin|end BACKEND STEP ROUND DIR on the host at each step's start and
+#                     end (DIR: the backend's directory, with backend.log); for counting requests
+#                     per step (docs/benchmarks.md), not for timing: it runs inside the measurement
 #
 # Prints the markdown report on stdout. Exit status 0 when every step ran and checked out on every
 # backend.
@@ -76,6 +83,9 @@ memory=
 timeout_s=
 prepare_only=0
 virtiofsd=/usr/lib/qemu/virtiofsd
+vufsd_bus=none
+virtiofsd_args=
+step_hook=
 
 while [ $# -gt 0 ]; do
         case "$1" in
@@ -93,7 +103,10 @@ while [ $# -gt 0 ]; do
         --memory) memory=${2:?}; shift 2 ;;
         --timeout) timeout_s=${2:?}; shift 2 ;;
         --prepare-only) prepare_only=1; shift ;;
-        -h|--help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --vufsd-bus) vufsd_bus=${2:?}; shift 2 ;;
+        --virtiofsd-args) virtiofsd_args=${2:?}; shift 2 ;;
+        --step-hook) step_hook=${2:?}; shift 2 ;;
+        -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
         esac
 done
@@ -323,7 +336,7 @@ if [ $prepare_only -eq 1 ]; then
 fi
 
 # ---- the backends ----
-declare -A tag_name=() tag_pid=()
+declare -A tag_name=() tag_pid=() tag_dir=()
 qemu_args=()
 tags=()
 i=0
@@ -349,19 +362,23 @@ for b in $(echo "$backends" | tr ',' ' '); do
                 cmd=("$vufsd" --socket-path="$sock" --shared-dir="$dir/share" "${extra[@]}") ;;
         virtiofsd)
                 [ -x "$virtiofsd" ] || die "$virtiofsd not installed (apt-get install qemu-system-x86)"
-                cmd=("$virtiofsd" --socket-path="$sock" -o source="$dir/share" -o cache=auto -o sandbox=chroot) ;;
+                # shellcheck disable=SC2206 # the options are words
+                cmd=("$virtiofsd" --socket-path="$sock" -o source="$dir/share" -o cache=auto -o sandbox=chroot
+                     $virtiofsd_args) ;;
         *) die "unknown backend $b (vufsd, vufsd-best, virtiofsd, guest-tmpfs)" ;;
         esac
         case "$b" in
         vufsd*)
                 [ -x "$vufsd" ] || die "vufsd not found at $vufsd (--vufsd PATH or VUFSD_BINARY)"
-                # No control bus (none runs here) and quiet logs: neither is on the request path.
-                cmd+=(--bus=none --log-level=warning) ;;
+                # No control bus unless --vufsd-bus (none runs here) and quiet logs: neither is on
+                # the request path.
+                cmd+=(--bus="$vufsd_bus" --log-level=warning) ;;
         esac
         vm_bench_start_backend "$b" "$dir" "$sock" "${cmd[@]}"
         msg "$t = $b (pid $pid): ${cmd[*]}"
         tag_name[$t]=$b
         tag_pid[$t]=$pid
+        tag_dir[$t]=$dir
         tags+=("$t")
         if [ -z "$sock0" ]; then
                 sock0=$sock
@@ -416,10 +433,12 @@ qemu_pid() {
                         begin_cpu[$1]=$(cpu_ns "${tag_pid[$1]:-}")
                         begin_qcpu[$1]=$(cpu_ns "$qpid")
                         begin_wall[$1]=$(date +%s%N)
+                        [ -z "$step_hook" ] || $step_hook begin "${tag_name[$1]}" "$2" "$3" "${tag_dir[$1]:-}"
                         ;;
                 *VUFS-META-END*)
                         set -- ${line#*VUFS-META-END }
                         t=$1 step=$2 round=$3 gns=$4 check=${5:-none}
+                        [ -z "$step_hook" ] || $step_hook end "${tag_name[$t]}" "$step" "$round" "${tag_dir[$t]:-}"
                         c=$(cpu_ns "${tag_pid[$t]:-}")
                         q=$(cpu_ns "$qpid")
                         w=$(date +%s%N)
