@@ -5,7 +5,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,19 +37,10 @@ static void teardown(void) {
 }
 
 static unsigned count_fds(pid_t pid) {
-        char path[64];
-        unsigned n = 0;
-        struct dirent *de;
-        DIR *d;
+        int n = fe_harness_count_fds(pid);
 
-        snprintf(path, sizeof path, "/proc/%i/fd", (int) pid);
-        d = opendir(path);
-        ck_assert_ptr_nonnull(d);
-        while ((de = readdir(d)))
-                if (de->d_name[0] != '.')
-                        n++;
-        closedir(d);
-        return n;
+        ck_assert_msg(n >= 0, "/proc/%d/fd: %s", (int)pid, strerror(-n));
+        return (unsigned)n;
 }
 
 static long status_kb(pid_t pid, const char *field) {
