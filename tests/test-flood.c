@@ -205,23 +205,11 @@ START_TEST(test_flood) {
 }
 END_TEST
 
-/* A sanitizer build of the daemon sandboxed explicitly: LeakSanitizer's exit-time scan needs
- * /proc and ptrace, which the sandbox and the filter take away; the leak check is the unit
- * tests' job there. */
-static void sanitizer_env(void) {
-#if defined(__SANITIZE_ADDRESS__)
-        const char *o = getenv("ASAN_OPTIONS");
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s%sdetect_leaks=0", o ?: "", o && *o ? ":" : "");
-        setenv("ASAN_OPTIONS", buf, 1);
-#endif
-}
-
 int main(void) {
         Suite *s = suite_create("flood");
         TCase *tc = tcase_create("flood");
 
-        sanitizer_env();
+        fe_harness_sanitizer_env();
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 240);
         tcase_add_test(tc, test_flood);

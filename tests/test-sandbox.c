@@ -793,23 +793,11 @@ static Suite *sandbox_suite(void) {
         return s;
 }
 
-/* A sanitizer build of the daemon sandboxed explicitly: LeakSanitizer's exit-time scan needs
- * /proc and ptrace, which the sandbox and the filter take away; the leak check is the unit
- * tests' job there. */
-static void sanitizer_env(void) {
-#if defined(__SANITIZE_ADDRESS__)
-        const char *o = getenv("ASAN_OPTIONS");
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s%sdetect_leaks=0", o ?: "", o && *o ? ":" : "");
-        setenv("ASAN_OPTIONS", buf, 1);
-#endif
-}
-
 int main(void) {
         if (geteuid() != 0) {
                 fprintf(stderr, "test-sandbox needs root (namespaces, identity switching)\n");
                 return 77;
         }
-        sanitizer_env();
+        fe_harness_sanitizer_env();
         return test_main_run(sandbox_suite());
 }
