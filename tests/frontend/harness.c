@@ -105,7 +105,19 @@ int fe_harness_spawn_vufsd_as_nobody(FeHarness *h, const char *const *extra) {
         static const char *const setpriv[] = {
                 "/usr/bin/setpriv", "--reuid=" FE_NOBODY_STR, "--regid=" FE_NOBODY_STR, "--clear-groups", "--", NULL,
         };
+#ifdef SANITIZER_BUILD
+        /* Sanitizer builds default to no sandbox (util.h); nobody's vufsd is tested with the
+         * namespace sandbox, a normal build's default, so asked for here first (extra may
+         * override it). */
+        const char *argv[32];
+        unsigned n = 0;
 
+        argv[n++] = "--sandbox=namespace";
+        for (unsigned i = 0; extra && extra[i] && n < ELEMENTSOF(argv) - 1; i++)
+                argv[n++] = extra[i];
+        argv[n] = NULL;
+        extra = argv;
+#endif
         return spawn_vufsd(h, setpriv, extra);
 }
 

@@ -26,7 +26,8 @@ int fe_harness_spawn_vufsd(FeHarness *h, const char *const *extra);
 /* The unprivileged identity of the tests that run vufsd as an ordinary user. */
 #define FE_NOBODY 65534
 #define FE_NOBODY_STR "65534"
-/* fe_harness_spawn_vufsd() as nobody (setpriv --reuid/--regid, no supplementary groups). */
+/* fe_harness_spawn_vufsd() as nobody (setpriv --reuid/--regid, no supplementary groups); in a
+ * sanitizer build with --sandbox=namespace before extra, the sandbox of a normal build. */
 int fe_harness_spawn_vufsd_as_nobody(FeHarness *h, const char *const *extra);
 /* Gives the harness directory to nobody (0755) and the share to share_owner (user and group) with
  * share_mode, for a vufsd started by fe_harness_spawn_vufsd_as_nobody(). */
