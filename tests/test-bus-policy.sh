@@ -15,16 +15,10 @@ set -uo pipefail
 : "${VUFSD_BINARY:?}" "${FSCTL_BINARY:?}" "${VUFSD_DBUS_POLICY:?}" "${FE_TRAFFIC:?}"
 PY=/usr/bin/python3
 SRC_TESTS=$(cd "$(dirname "$0")" && pwd)
-if [ "$(id -u)" != 0 ]; then
-        echo "SKIP: needs root to run callers as other users"
-        exit 77
-fi
-for tool in dbus-daemon setpriv; do
-        if ! command -v $tool >/dev/null; then
-                echo "SKIP: $tool is not installed"
-                exit 77
-        fi
-done
+# shellcheck source=tests/test-lib.sh
+. "$SRC_TESTS/test-lib.sh"
+test_require_root "run callers as other users"
+test_require_tools dbus-daemon setpriv
 
 T=$(mktemp -d /tmp/vufsd-policy.XXXXXX)
 chmod 755 "$T" # the unprivileged caller must reach the bus socket and our copy of fsctl
@@ -42,16 +36,6 @@ cleanup() {
         rm -rf "$T"
 }
 trap cleanup EXIT
-
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $*"; }
-check() {
-        local what=$1
-        shift
-        if "$@"; then ok "$what"; else fail "$what"; fi
-}
 
 # The build directory may sit below a directory only root can enter: run a copy (it links only
 # system libraries).
@@ -342,5 +326,4 @@ else
         ok "no sanitizer report from vufsd"
 fi
 
-echo "$passed passed, $failed failed"
-[ $failed = 0 ]
+test_summary

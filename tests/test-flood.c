@@ -5,7 +5,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,19 +37,10 @@ static void teardown(void) {
 }
 
 static unsigned count_fds(pid_t pid) {
-        char path[64];
-        unsigned n = 0;
-        struct dirent *de;
-        DIR *d;
+        int n = fe_harness_count_fds(pid);
 
-        snprintf(path, sizeof path, "/proc/%i/fd", (int) pid);
-        d = opendir(path);
-        ck_assert_ptr_nonnull(d);
-        while ((de = readdir(d)))
-                if (de->d_name[0] != '.')
-                        n++;
-        closedir(d);
-        return n;
+        ck_assert_msg(n >= 0, "/proc/%d/fd: %s", (int)pid, strerror(-n));
+        return (unsigned)n;
 }
 
 static long status_kb(pid_t pid, const char *field) {
@@ -215,23 +205,11 @@ START_TEST(test_flood) {
 }
 END_TEST
 
-/* A sanitizer build of the daemon sandboxed explicitly: LeakSanitizer's exit-time scan needs
- * /proc and ptrace, which the sandbox and the filter take away; the leak check is the unit
- * tests' job there. */
-static void sanitizer_env(void) {
-#if defined(__SANITIZE_ADDRESS__)
-        const char *o = getenv("ASAN_OPTIONS");
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s%sdetect_leaks=0", o ?: "", o && *o ? ":" : "");
-        setenv("ASAN_OPTIONS", buf, 1);
-#endif
-}
-
 int main(void) {
         Suite *s = suite_create("flood");
         TCase *tc = tcase_create("flood");
 
-        sanitizer_env();
+        fe_harness_sanitizer_env();
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 240);
         tcase_add_test(tc, test_flood);

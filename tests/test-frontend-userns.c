@@ -21,7 +21,7 @@
 #include "util.h"
 #include "test-main.h"
 
-#define TEST_UID 65534 /* nobody */
+#define TEST_UID FE_NOBODY
 #define SUB_BASE 200000u
 #define ROOT_MAP_BASE 300000u
 
@@ -37,44 +37,32 @@ static void teardown(void) {
 
 /* The harness directory (socket and lock file) is the test user's; the share belongs to owner. */
 static void give_dirs(uid_t share_owner) {
-        ck_assert_int_eq(chown(h->dir, TEST_UID, TEST_UID), 0);
-        ck_assert_int_eq(chmod(h->dir, 0755), 0);
-        ck_assert_int_eq(chown(h->share, share_owner, share_owner), 0);
-        ck_assert_int_eq(chmod(h->share, 01777), 0); /* guest users may create at the top too */
+        /* 01777: guest users may create at the top too. */
+        int r = fe_harness_give_dirs(h, share_owner, 01777);
+        ck_assert_msg(r == 0, "giving the directories away: %s", strerror(-r));
 }
 
-/* vufsd as TEST_UID (setpriv execs it: the backend's pid is vufsd's) or as root, with extra args. */
+/* vufsd as TEST_UID or as root, off the bus, with extra args. */
 static void spawn(bool as_user, const char *const *extra) {
-        const char *bin = getenv("VUFSD_BINARY");
-        const char *argv[40];
+        const char *argv[32];
         unsigned n = 0;
         int r;
 
-        ck_assert_ptr_nonnull(bin);
-        if (as_user) {
-                argv[n++] = "/usr/bin/setpriv";
-                argv[n++] = "--reuid=65534";
-                argv[n++] = "--regid=65534";
-                argv[n++] = "--clear-groups";
-                argv[n++] = "--";
-        }
-        argv[n++] = bin;
-        argv[n++] = "--socket-path";
-        argv[n++] = h->socket_path;
-        argv[n++] = "--shared-dir";
-        argv[n++] = h->share;
         argv[n++] = "--bus=none";
 #ifdef SANITIZER_BUILD
-        /* Sanitizer builds default to no sandbox (util.h); their leak scan needs ptrace, which
-         * the sandbox's filter refuses. */
-        argv[n++] = "--sandbox=namespace";
-        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+        /* Sanitizer builds default to no sandbox (util.h): root's vufsd asks for it as nobody's
+         * does (fe_harness_spawn_vufsd_as_nobody()). */
+        if (!as_user)
+                argv[n++] = "--sandbox=namespace";
 #endif
-        for (unsigned i = 0; extra && extra[i]; i++)
+        for (unsigned i = 0; extra && extra[i]; i++) {
+                ck_assert_uint_lt(n, ELEMENTSOF(argv) - 1);
                 argv[n++] = extra[i];
+        }
         argv[n] = NULL;
-        r = fe_backend_spawn(&h->backend, (char *const *)argv, h->socket_path, 10000);
-        ck_assert_msg(r == 0, "starting vufsd: %s", strerror(-r));
+        fe_harness_sanitizer_env(); /* the sandboxed daemon cannot run the leak scan */
+        r = as_user ? fe_harness_spawn_vufsd_as_nobody(h, argv) : fe_harness_spawn_vufsd(h, argv);
+        ck_assert_msg(r == 0, "starting vufsd ($VUFSD_BINARY=%s): %s", getenv("VUFSD_BINARY"), strerror(-r));
 }
 
 static FeFuse *client(void) {

@@ -16,16 +16,10 @@ set -uo pipefail
 
 : "${VUFSD_BINARY:?}" "${FSCTL_BINARY:?}" "${FE_TRAFFIC:?}"
 PY=/usr/bin/python3
-if [ "$(id -u)" != 0 ]; then
-        echo "SKIP: needs root to run the daemon and the callers as other users"
-        exit 77
-fi
-for tool in dbus-daemon setpriv; do
-        if ! command -v $tool >/dev/null; then
-                echo "SKIP: $tool is not installed"
-                exit 77
-        fi
-done
+# shellcheck source=tests/test-lib.sh
+. "$(dirname "$0")/test-lib.sh"
+test_require_root "run the daemon and the callers as other users"
+test_require_tools dbus-daemon setpriv
 
 T=$(mktemp -d /tmp/vufsd-fsctl-user.XXXXXX)
 chmod 755 "$T"
@@ -47,16 +41,6 @@ for u in vufsd-test-ua vufsd-test-ub; do
         fi
 done
 UA=$(id -u vufsd-test-ua) && UB=$(id -u vufsd-test-ub) || { echo "cannot create the test users"; exit 1; }
-
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $*"; }
-check() {
-        local what=$1
-        shift
-        if "$@"; then ok "$what"; else fail "$what"; fi
-}
 
 # The build directory may sit below a directory only root can enter: run copies (both link only
 # system libraries).
@@ -215,5 +199,4 @@ check "the refusal names B" grep -q "owned by uid $UB, not by you (uid $UA)" <<<
 F $UB DBUS_SESSION_BUS_ADDRESS=$A_BUS --user -i vm2 set-cache always
 want 0 "B: fsctl --user -i vm2 (its own) works"
 
-echo "passed $passed, failed $failed"
-[ "$failed" = 0 ]
+test_summary

@@ -7,10 +7,9 @@ set -uo pipefail
 : "${VUFSD_BINARY:?}" "${FSCTL_BINARY:?}" "${FE_TRAFFIC:?}" "${VUFSD_DBUS_XML:?}"
 SRC=$(cd "$(dirname "$VUFSD_DBUS_XML")/.." && pwd)
 PY=/usr/bin/python3
-if ! command -v dbus-daemon >/dev/null; then
-        echo "SKIP: dbus-daemon is not installed (package dbus)"
-        exit 77
-fi
+# shellcheck source=tests/test-lib.sh
+. "$(dirname "$0")/test-lib.sh"
+test_require_tools dbus-daemon
 
 T=$(mktemp -d /tmp/vufsd-fsctl.XXXXXX)
 pids=()
@@ -21,16 +20,6 @@ cleanup() {
         rm -rf "$T"
 }
 trap cleanup EXIT
-
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $*"; }
-check() { # check DESCRIPTION COMMAND...: the command must succeed
-        local what=$1
-        shift
-        if "$@"; then ok "$what"; else fail "$what"; fi
-}
 
 # Runs fsctl; sets $out, $err, $rc.
 F() {
@@ -321,5 +310,4 @@ else
         ok "no sanitizer report from vufsd"
 fi
 
-echo "$passed passed, $failed failed"
-[ $failed = 0 ]
+test_summary

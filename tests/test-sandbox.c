@@ -548,38 +548,15 @@ END_TEST
 
 /* ---- unprivileged (docs/id-mapping.md) ---- */
 
-#define TEST_UID 65534 /* nobody */
+#define TEST_UID FE_NOBODY
 
 /* vufsd as nobody with the default sandbox mode (no --sandbox): the harness directory is
  * nobody's, the share too (0777 for the guest's users). */
 static void spawn_unprivileged(const char *const *extra) {
-        const char *bin = getenv("VUFSD_BINARY");
-        const char *argv[24];
-        unsigned n = 0;
-        int r;
+        int r = fe_harness_give_dirs(h, TEST_UID, 0777);
 
-        ck_assert_ptr_nonnull(bin);
-        ck_assert_int_eq(chown(h->dir, TEST_UID, TEST_UID), 0);
-        ck_assert_int_eq(chmod(h->dir, 0755), 0);
-        ck_assert_int_eq(chown(h->share, TEST_UID, TEST_UID), 0);
-        ck_assert_int_eq(chmod(h->share, 0777), 0);
-        argv[n++] = "/usr/bin/setpriv";
-        argv[n++] = "--reuid=65534";
-        argv[n++] = "--regid=65534";
-        argv[n++] = "--clear-groups";
-        argv[n++] = "--";
-        argv[n++] = bin;
-        argv[n++] = "--socket-path";
-        argv[n++] = h->socket_path;
-        argv[n++] = "--shared-dir";
-        argv[n++] = h->share;
-#ifdef SANITIZER_BUILD
-        argv[n++] = "--sandbox=namespace"; /* the default of a normal build (util.h) */
-#endif
-        for (unsigned i = 0; extra && extra[i]; i++)
-                argv[n++] = extra[i];
-        argv[n] = NULL;
-        r = fe_backend_spawn(&h->backend, (char *const *)argv, h->socket_path, 10000);
+        ck_assert_msg(r == 0, "giving the directories to nobody: %s", strerror(-r));
+        r = fe_harness_spawn_vufsd_as_nobody(h, extra);
         ck_assert_msg(r == 0, "starting vufsd as nobody: %s", strerror(-r));
 }
 
@@ -816,23 +793,11 @@ static Suite *sandbox_suite(void) {
         return s;
 }
 
-/* A sanitizer build of the daemon sandboxed explicitly: LeakSanitizer's exit-time scan needs
- * /proc and ptrace, which the sandbox and the filter take away; the leak check is the unit
- * tests' job there. */
-static void sanitizer_env(void) {
-#if defined(__SANITIZE_ADDRESS__)
-        const char *o = getenv("ASAN_OPTIONS");
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s%sdetect_leaks=0", o ?: "", o && *o ? ":" : "");
-        setenv("ASAN_OPTIONS", buf, 1);
-#endif
-}
-
 int main(void) {
         if (geteuid() != 0) {
                 fprintf(stderr, "test-sandbox needs root (namespaces, identity switching)\n");
                 return 77;
         }
-        sanitizer_env();
+        fe_harness_sanitizer_env();
         return test_main_run(sandbox_suite());
 }

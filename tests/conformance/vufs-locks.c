@@ -40,15 +40,15 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Waits that end early when things work; long because a TCG guest on a loaded host is slow. */
-#define WAIT_LONG_MS 30000
+#include "probe-util.h"
+
 /* How long a blocked waiter is given to acquire a lock once it is free. */
 #define ACQUIRE_MS 20000
 /* How long a waiter is given to answer a signal before the holder lets go anyway. */
 #define SIGNAL_ANSWER_MS 5000
 /* How long a waiter must stay blocked to count as blocked. */
 #define BLOCKED_MS 300
-#define MSG 128
+#define MSG PROBE_MSG
 
 enum { K_POSIX, K_OFD, K_FLOCK, K_N };
 static const char *const kind_name[K_N] = { "posix", "ofd", "flock" };
@@ -66,15 +66,6 @@ static void die(const char *what) {
         exit(2);
 }
 
-static const char *ename(int e) {
-        const char *s;
-
-        if (e == 0)
-                return "ok";
-        s = strerrorname_np(e);
-        return s ? s : "E?";
-}
-
 static int cur_kind;
 static const char *cur_case;
 
@@ -89,58 +80,6 @@ static void say(const char *what, const char *fmt, ...) {
         va_end(ap);
         putchar('\n');
         fflush(stdout);
-}
-
-static long long now_ms(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void msleep(int ms) {
-        struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-}
-
-static void send_msg(int fd, const char *s) {
-        char buf[MSG];
-        size_t n = strlen(s);
-
-        memset(buf, 0, sizeof(buf));
-        memcpy(buf, s, n < sizeof(buf) - 1 ? n : sizeof(buf) - 1);
-        if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-                _exit(4);
-}
-
-/* One fixed-size message within timeout_ms: 0, -ETIMEDOUT or -EPIPE (the sender is gone). */
-static int recv_msg(int fd, char *buf, int timeout_ms) {
-        struct pollfd pfd = { .fd = fd, .events = POLLIN };
-        size_t got = 0;
-        long long end = now_ms() + timeout_ms;
-
-        while (got < MSG) {
-                int left = (int)(end - now_ms()), r;
-                ssize_t n;
-
-                if (left < 0)
-                        left = 0;
-                r = poll(&pfd, 1, left);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r <= 0)
-                        return -ETIMEDOUT;
-                n = read(fd, buf + got, MSG - got);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return -EPIPE;
-                got += (size_t)n;
-        }
-        buf[MSG - 1] = 0;
-        return 0;
 }
 
 /* A message, or what stood in for it ("ETIMEDOUT", "EPIPE"). */
@@ -193,31 +132,6 @@ static pid_t spawn(void (*fn)(int wfd, void *), void *ud, int keep_fd, int *ret_
         close(p[1]);
         *ret_fd = p[0];
         return pid;
-}
-
-/* Whether the process sleeps (state S or D), i.e. is blocked in a system call. */
-static bool sleeping(pid_t pid) {
-        char path[64], buf[512], *p;
-        FILE *f;
-        bool r = false;
-
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        f = fopen(path, "re");
-        if (!f)
-                return false;
-        if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
-                r = p[2] == 'S' || p[2] == 'D';
-        fclose(f);
-        return r;
-}
-
-static bool wait_sleeping(pid_t pid) {
-        for (int i = 0; i < WAIT_LONG_MS / 50; i++) {
-                if (sleeping(pid))
-                        return true;
-                msleep(50);
-        }
-        return false;
 }
 
 static int open_file(const char *f, int flags) {

@@ -44,12 +44,12 @@
 #include <linux/falloc.h>
 #include <linux/fs.h>
 
+#include "probe-util.h"
+
 #define UID_A 1000
 #define GID_A 1000
 #define UID_B 1001
 #define GID_B 1001
-/* Waits that end early when things work; long because a TCG guest on a loaded host is slow. */
-#define WAIT_LONG_MS 30000
 
 static unsigned n_assert;
 static const char *other_dir;
@@ -67,15 +67,6 @@ static void say(const char *name, const char *fmt, ...) {
         putchar('\n');
         fflush(stdout);
         n_assert++;
-}
-
-static const char *ename(int e) {
-        const char *s;
-
-        if (e == 0)
-                return "ok";
-        s = strerrorname_np(e);
-        return s ? s : "E?";
 }
 
 /* r: a system call's return value (< 0 = failed with errno). */
@@ -208,20 +199,6 @@ static void must(int r, const char *what) {
                 die(what);
 }
 
-static long long now_ms(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void msleep(int ms) {
-        struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000 };
-
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-}
-
 /* ---- children ---- */
 
 static void become(uid_t uid, gid_t gid) {
@@ -275,39 +252,6 @@ static pid_t spawn(void (*fn)(int wfd, void *), void *ud, int *ret_fd) {
         return pid;
 }
 
-static void send_msg(int fd, const char *s) {
-        char buf[128];
-        size_t n = strlen(s);
-
-        memset(buf, 0, sizeof(buf));
-        memcpy(buf, s, n < sizeof(buf) - 1 ? n : sizeof(buf) - 1);
-        if (write(fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf))
-                _exit(4);
-}
-
-/* One fixed-size message within timeout_ms: 0, -ETIMEDOUT or -EPIPE (child gone). */
-static int recv_msg(int fd, char *buf, int timeout_ms) {
-        struct pollfd pfd = { .fd = fd, .events = POLLIN };
-        size_t got = 0;
-        long long end = now_ms() + timeout_ms;
-
-        while (got < 128) {
-                int left = (int) (end - now_ms());
-                ssize_t n;
-
-                if (left < 0)
-                        left = 0;
-                if (poll(&pfd, 1, left) <= 0)
-                        return -ETIMEDOUT;
-                n = read(fd, buf + got, 128 - got);
-                if (n <= 0)
-                        return -EPIPE;
-                got += (size_t) n;
-        }
-        buf[127] = 0;
-        return 0;
-}
-
 static void reap(pid_t pid) {
         int status;
 
@@ -318,31 +262,6 @@ static void reap(pid_t pid) {
         }
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
-}
-
-/* Whether the process sleeps (state S or D), i.e. is blocked in a system call. */
-static bool sleeping(pid_t pid) {
-        char path[64], buf[512], *p;
-        FILE *f;
-        bool r = false;
-
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
-        f = fopen(path, "re");
-        if (!f)
-                return false;
-        if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
-                r = p[2] == 'S' || p[2] == 'D';
-        fclose(f);
-        return r;
-}
-
-static bool wait_sleeping(pid_t pid) {
-        for (int i = 0; i < WAIT_LONG_MS / 50; i++) {
-                if (sleeping(pid))
-                        return true;
-                msleep(50);
-        }
-        return false;
 }
 
 /* ---- chmod / chown ---- */
@@ -1612,7 +1531,7 @@ static const char *ltype(short t) {
 /* Child: tells the parent it is about to block, takes a lock (blocking), reports, holds it a while. */
 static void c_blocking(int wfd, void *ud) {
         LockArg *a = ud;
-        char msg[128];
+        char msg[PROBE_MSG];
         int fd = open("lk", O_RDWR), r;
 
         if (a->interruptible) {
@@ -1747,7 +1666,7 @@ static void c_posix_vs_flock(void *ud) {
 
 /* Blocking wait: child waits, another child does I/O meanwhile, the parent then releases. */
 static void blocking_round(const char *pfx, LockArg *arg, int hold_fd, bool flock_hold) {
-        char name[96], msg[128];
+        char name[96], msg[PROBE_MSG];
         int bfd, ifd, r;
         pid_t b, io;
 
@@ -1794,7 +1713,7 @@ static void blocking_round(const char *pfx, LockArg *arg, int hold_fd, bool floc
 static void t_locks(void) {
         int fd, fd2;
         struct flock fl;
-        char msg[128];
+        char msg[PROBE_MSG];
 
         put_file("lk", "lock file with some bytes", 0644);
         fd = open("lk", O_RDWR);

@@ -1,6 +1,7 @@
 /* harness.c: per-test temporary directories and backend start-up. */
 #include "harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -60,15 +61,19 @@ FeHarness *fe_harness_free(FeHarness *h) {
         return NULL;
 }
 
-int fe_harness_spawn_vufsd(FeHarness *h, const char *const *extra) {
+/* The command line of both starts: prefix (a command that execs the rest, or NULL), vufsd, the
+ * harness's paths, extra and $VUFSD_TEST_EXTRA_ARGS. */
+static int spawn_vufsd(FeHarness *h, const char *const *prefix, const char *const *extra) {
         const char *bin = getenv("VUFSD_BINARY"), *env;
         _cleanup_free_ char *words = NULL;
-        const char *argv[32];
+        const char *argv[40];
         unsigned n = 0;
 
         if (!bin || !*bin)
                 return -ENOENT;
         h->backend = fe_backend_free(h->backend);
+        for (unsigned i = 0; prefix && prefix[i]; i++)
+                argv[n++] = prefix[i];
         argv[n++] = bin;
         argv[n++] = "--socket-path";
         argv[n++] = h->socket_path;
@@ -89,6 +94,39 @@ int fe_harness_spawn_vufsd(FeHarness *h, const char *const *extra) {
         }
         argv[n] = NULL;
         return fe_backend_spawn(&h->backend, (char *const *) argv, h->socket_path, 10000);
+}
+
+int fe_harness_spawn_vufsd(FeHarness *h, const char *const *extra) {
+        return spawn_vufsd(h, NULL, extra);
+}
+
+int fe_harness_spawn_vufsd_as_nobody(FeHarness *h, const char *const *extra) {
+        /* setpriv execs vufsd: the backend's pid stays the daemon's (or its supervisor's). */
+        static const char *const setpriv[] = {
+                "/usr/bin/setpriv", "--reuid=" FE_NOBODY_STR, "--regid=" FE_NOBODY_STR, "--clear-groups", "--", NULL,
+        };
+#ifdef SANITIZER_BUILD
+        /* Sanitizer builds default to no sandbox (util.h); nobody's vufsd is tested with the
+         * namespace sandbox, a normal build's default, so asked for here first (extra may
+         * override it). */
+        const char *argv[32];
+        unsigned n = 0;
+
+        argv[n++] = "--sandbox=namespace";
+        for (unsigned i = 0; extra && extra[i] && n < ELEMENTSOF(argv) - 1; i++)
+                argv[n++] = extra[i];
+        argv[n] = NULL;
+        extra = argv;
+#endif
+        return spawn_vufsd(h, setpriv, extra);
+}
+
+int fe_harness_give_dirs(FeHarness *h, uid_t share_owner, mode_t share_mode) {
+        /* nobody creates the socket in the directory and must reach the share through it. */
+        if (chown(h->dir, FE_NOBODY, FE_NOBODY) < 0 || chmod(h->dir, 0755) < 0 ||
+            chown(h->share, share_owner, share_owner) < 0 || chmod(h->share, share_mode) < 0)
+                return negative_errno();
+        return 0;
 }
 
 int fe_harness_spawn_virtiofsd(FeHarness *h) {
@@ -134,4 +172,20 @@ pid_t fe_harness_daemon_pid(const FeHarness *h) {
                 fclose(f);
         }
         return child > 0 ? (pid_t)child : pid;
+}
+
+int fe_harness_count_fds(pid_t pid) {
+        char path[64];
+        struct dirent *de;
+        DIR *d;
+        int n = 0;
+
+        snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+        d = opendir(path);
+        if (!d)
+                return negative_errno();
+        while ((de = readdir(d)))
+                n += de->d_name[0] != '.';
+        closedir(d);
+        return n;
 }

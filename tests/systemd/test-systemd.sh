@@ -117,6 +117,23 @@ fail() {
 }
 pass() { msg "ok: $*"; }
 
+# session_start NAME WHAT SOCKET ARGS...: fe-session on SOCKET with ARGS, held open until fd 7 (the
+# writer of $tmp/hold) is closed; returns once it reports its session, and fails with WHAT when it
+# does not within 30 s. Its output goes to $tmp/NAME.out and .err; its pid is $fe_pid.
+session_start() {
+        local name=$1 what=$2 sock=$3
+        shift 3
+        "$fe_session" "$sock" "$@" --hold-stdin < "$tmp/hold" > "$tmp/$name.out" 2> "$tmp/$name.err" &
+        fe_pid=$!
+        exec 7> "$tmp/hold"
+        for _ in $(seq 150); do
+                grep -q 'session on .* ok' "$tmp/$name.err" && break
+                kill -0 "$fe_pid" 2>/dev/null || break
+                sleep 0.2
+        done
+        grep -q 'session on .* ok' "$tmp/$name.err" || { cat "$tmp/$name.err" >&2; fail "$what"; }
+}
+
 # ---- build, root, install ----
 
 sdbuild=${VUFS_SD_BUILD_DIR:-$tmp/build-usr}
@@ -251,16 +268,8 @@ pass "vufsd@vm1.socket listening on /run/vufsd/vm1.sock ($perm), service not sta
 
 # ---- 3. a connection activates the service ----
 mkfifo "$tmp/hold"
-"$fe_session" "$hostsock" --read hello.txt --write from-client.txt=written-by-fe-session --hold-stdin \
-        < "$tmp/hold" > "$tmp/fe1.out" 2> "$tmp/fe1.err" &
-fe_pid=$!
-exec 7> "$tmp/hold"
-for _ in $(seq 150); do
-        grep -q 'session on .* ok' "$tmp/fe1.err" && break
-        kill -0 "$fe_pid" 2>/dev/null || break
-        sleep 0.2
-done
-grep -q 'session on .* ok' "$tmp/fe1.err" || { cat "$tmp/fe1.err" >&2; fail "first session through the activated socket"; }
+session_start fe1 "first session through the activated socket" "$hostsock" \
+        --read hello.txt --write from-client.txt=written-by-fe-session
 [ "$(cat "$tmp/fe1.out")" = "hello from the host" ] || fail "read hello.txt: '$(cat "$tmp/fe1.out")'"
 [ "$(cat "$share/from-client.txt")" = written-by-fe-session ] || fail "the client's file is not in the share"
 [ "$(prop vufsd@vm1.service ActiveState)" = active ] || fail "service not active while the client is connected"
@@ -452,16 +461,8 @@ perm=$(ns stat -c '%A %U' "$urun/vufsd/vm1.sock") || fail "no socket at $urun/vu
 pass "systemctl --user start vufsd@vm1.socket: listening on $urun/vufsd/vm1.sock ($perm)"
 
 uhostsock=/proc/$cpid/root$urun/vufsd/vm1.sock
-"$fe_session" "$uhostsock" --read hello.txt --write from-client.txt=written-to-the-user --hold-stdin \
-        < "$tmp/hold" > "$tmp/fe3.out" 2> "$tmp/fe3.err" &
-fe_pid=$!
-exec 7> "$tmp/hold"
-for _ in $(seq 150); do
-        grep -q 'session on .* ok' "$tmp/fe3.err" && break
-        kill -0 "$fe_pid" 2>/dev/null || break
-        sleep 0.2
-done
-grep -q 'session on .* ok' "$tmp/fe3.err" || { cat "$tmp/fe3.err" >&2; fail "session through the user socket"; }
+session_start fe3 "session through the user socket" "$uhostsock" \
+        --read hello.txt --write from-client.txt=written-to-the-user
 [ "$(cat "$tmp/fe3.out")" = "hello from the user" ] || fail "read hello.txt from the user's share: '$(cat "$tmp/fe3.out")'"
 [ "$(cat "$ushare/from-client.txt")" = written-to-the-user ] || fail "the client's file is not in the user's share"
 upid=$(uprop vufsd@vm1.service MainPID)

@@ -59,6 +59,28 @@ vm_require_prerequisites() {
         exit 77
 }
 
+# Checks what a conformance run boots with and exits 1 (with PREFIX: FAIL: ...) when it is not there:
+# the vufsd binary, the probe (a static executable: the guest is a bare initramfs without a dynamic
+# loader) and the conformance document listing the known differences.
+# Usage: vm_require_conformance_inputs PREFIX VUFSD_BIN PROBE PROBE_VARIABLE DOC
+vm_require_conformance_inputs() {
+        local prefix=$1 vufsd_bin=$2 probe=$3 probe_var=$4 doc=$5
+        if [ -z "$vufsd_bin" ] || [ ! -x "$vufsd_bin" ]; then
+                echo "$prefix: FAIL: vufsd binary '$vufsd_bin' not found (set VUFSD_BINARY)" >&2
+                exit 1
+        fi
+        if [ -z "$probe" ] || [ ! -x "$probe" ]; then
+                # VUFS_LOCKS names vufs-locks, VUFS_POSIX vufs-posix.
+                echo "$prefix: FAIL: $(tr 'A-Z_' 'a-z-' <<<"$probe_var") binary '$probe' not found (set $probe_var)" >&2
+                exit 1
+        fi
+        [ -r "$doc" ] || { echo "$prefix: FAIL: $doc not found" >&2; exit 1; }
+        if ldd "$probe" >/dev/null 2>&1; then
+                echo "$prefix: FAIL: $probe is dynamically linked" >&2
+                exit 1
+        fi
+}
+
 # Writes COUNT files of random data under DIR plus DIR/SHA256SUMS.
 # Usage: vm_make_data DIR NAME:SIZE...  (SIZE in bytes)
 vm_make_data() {

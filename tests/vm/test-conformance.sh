@@ -30,32 +30,12 @@ while [ $# -gt 0 ]; do
 done
 [ ${#policies[@]} -gt 0 ] || policies=(never auto always)
 
-missing=$(vm_missing_prerequisites)
-if [ -n "$missing" ]; then
-        msg "missing prerequisites:"
-        echo "$missing" | sed 's/^/test-conformance:   /' >&2
-        [ "${VUFS_VM_REQUIRED:-0}" = 1 ] && exit 1
-        msg "SKIP"
-        exit 77
-fi
+vm_require_prerequisites test-conformance
 
 vufsd_bin=${VUFSD_BINARY:-}
 probe=${VUFS_POSIX:-}
 doc=${VUFS_CONFORMANCE_DOC:-$here/../../docs/conformance.md}
-if [ -z "$vufsd_bin" ] || [ ! -x "$vufsd_bin" ]; then
-        msg "FAIL: vufsd binary '$vufsd_bin' not found (set VUFSD_BINARY)"
-        exit 1
-fi
-if [ -z "$probe" ] || [ ! -x "$probe" ]; then
-        msg "FAIL: vufs-posix binary '$probe' not found (set VUFS_POSIX)"
-        exit 1
-fi
-[ -r "$doc" ] || { msg "FAIL: $doc not found"; exit 1; }
-# The probe runs in a bare initramfs: it must not need a dynamic loader.
-if ldd "$probe" >/dev/null 2>&1; then
-        msg "FAIL: $probe is dynamically linked"
-        exit 1
-fi
+vm_require_conformance_inputs test-conformance "$vufsd_bin" "$probe" VUFS_POSIX "$doc"
 
 build_dir=${VUFS_VM_BUILD_DIR:-/var/tmp/vufs-vm}
 mkdir -p "$build_dir"

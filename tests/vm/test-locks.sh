@@ -37,20 +37,7 @@ vm_require_prerequisites test-locks
 vufsd_bin=${VUFSD_BINARY:-}
 probe=${VUFS_LOCKS:-}
 doc=${VUFS_CONFORMANCE_DOC:-$here/../../docs/conformance.md}
-if [ -z "$vufsd_bin" ] || [ ! -x "$vufsd_bin" ]; then
-        msg "FAIL: vufsd binary '$vufsd_bin' not found (set VUFSD_BINARY)"
-        exit 1
-fi
-if [ -z "$probe" ] || [ ! -x "$probe" ]; then
-        msg "FAIL: vufs-locks binary '$probe' not found (set VUFS_LOCKS)"
-        exit 1
-fi
-[ -r "$doc" ] || { msg "FAIL: $doc not found"; exit 1; }
-# The matrix runs in a bare initramfs: it must not need a dynamic loader.
-if ldd "$probe" >/dev/null 2>&1; then
-        msg "FAIL: $probe is dynamically linked"
-        exit 1
-fi
+vm_require_conformance_inputs test-locks "$vufsd_bin" "$probe" VUFS_LOCKS "$doc"
 
 build_dir=${VUFS_VM_BUILD_DIR:-/var/tmp/vufs-vm}
 mkdir -p "$build_dir"
