@@ -4,7 +4,10 @@
  * and been woken: then it costs neither a guest kick (a VM exit) nor a wake-up (several µs of
  * both CPUs). It does not pay when the next request comes later than any window worth spinning:
  * the CPU burns for nothing. So the window follows the gaps polling observed: twice their average
- * (most gaps of a steady guest fit), never more than POLL_AUTO_MAX_NS. Only polling measures the
+ * (most gaps of a steady guest fit) and a quarter more than the longest recent one (a guest's gaps
+ * have a tail: some requests take it longer to send, and a window that misses them pays a kick and
+ * a wake-up each), never more than POLL_AUTO_MAX_NS. A longer window costs nothing while it finds
+ * its request (the spin ends there); only an empty one burns all of it. Only polling measures the
  * guest's pace (a gap seen after a sleep includes our own wake-up), so when polling stops paying
  * it does not stop for good: attempts back off exponentially, down to one window of at most
  * POLL_AUTO_MAX_NS every POLL_MAX_SKIP + 1 idle moments, and a hit brings polling back at once.
@@ -25,7 +28,7 @@ uint32_t poll_policy_window(PollPolicy *p) {
         /* Backing off, or nothing learnt: probe with the longest window. */
         if (p->backoff > 0 || p->gap_ns >= POLL_AUTO_MAX_NS / 2)
                 return POLL_AUTO_MAX_NS;
-        return MAX(2 * p->gap_ns, POLL_MIN_WINDOW_NS);
+        return MIN(MAX(MAX(2 * p->gap_ns, p->peak_ns + p->peak_ns / 4), POLL_MIN_WINDOW_NS), POLL_AUTO_MAX_NS);
 }
 
 void poll_policy_update(PollPolicy *p, uint32_t window_ns, uint64_t gap_ns, bool hit) {
@@ -36,6 +39,7 @@ void poll_policy_update(PollPolicy *p, uint32_t window_ns, uint64_t gap_ns, bool
         /* A miss says the gap was at least the window (or, woken by a request, how long it was). */
         g = (int64_t)MIN(hit ? gap_ns : MAX(gap_ns, (uint64_t)window_ns), (uint64_t)POLL_GAP_CAP_NS);
         p->gap_ns = (uint32_t)((int64_t)p->gap_ns + (g - (int64_t)p->gap_ns) / 4);
+        p->peak_ns = MAX((uint32_t)g, p->peak_ns - p->peak_ns / POLL_PEAK_DECAY);
         if (hit) {
                 p->misses = 0;
                 p->backoff = 0;

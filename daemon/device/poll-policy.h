@@ -20,9 +20,14 @@
 #define POLL_MAX_BACKOFF 8u
 #define POLL_MAX_SKIP ((1u << POLL_MAX_BACKOFF) - 1)
 
+/* How fast the remembered longest gap fades: by 1/POLL_PEAK_DECAY per polled idle moment (a
+ * long gap is forgotten after ~100 moments, a few milliseconds of a busy guest). */
+#define POLL_PEAK_DECAY 32u
+
 typedef struct PollPolicy {
         uint32_t gap_ns; /* average (weight 1/4) of the gaps from an idle moment to the next
                           * request, capped at POLL_GAP_CAP_NS; POLL_GAP_CAP_NS = not known */
+        uint32_t peak_ns; /* the longest recent gap, fading (POLL_PEAK_DECAY); same cap */
         uint32_t skip; /* idle moments left that do not poll (backoff) */
         uint8_t misses; /* empty windows in a row */
         uint8_t backoff; /* log2(skip + 1) of the last backoff; 0 = polling pays */
