@@ -36,6 +36,17 @@ static char share[128], outside[128], secret[128];
 static Passthrough *pt;
 static FakeFs fake;
 static FuseServer *srv;
+
+/* Waits until n blocking lock requests are registered with the server (each can then be
+ * interrupted, and is at or inside its blocking call), instead of guessing with a sleep: on a
+ * loaded machine the thread may not have started within any fixed time. */
+static void await_lock_waiters(unsigned n) {
+        for (unsigned i = 0; fuse_server_lock_waiters(srv) < n; i++) {
+                ck_assert_msg(i < 10000, "%u lock waiters after 10 s, want %u", fuse_server_lock_waiters(srv), n);
+                usleep(1000);
+        }
+        usleep(20000); /* past the registration, into the blocking call */
+}
 /* Atomic: the concurrency test calls call_full() from several threads. */
 static _Atomic uint64_t next_unique = 2;
 
@@ -1915,7 +1926,7 @@ START_TEST(test_locks) {
         /* SETLKW waits without stalling others, then gets the lock when owner 1 unlocks. */
         t = (LockThread) { .nodeid = e.nodeid, .fh = fb, .owner = 2, .unique = 1001, .result = 12345 };
         ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
-        usleep(50000);
+        await_lock_waiters(1);
         ck_assert_int_eq(getattr_req(e.nodeid, NULL), 0); /* others are served meanwhile */
         ck_assert_int_eq(t.result, 12345);
         ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 1, F_UNLCK, 0, INT64_MAX, false, NULL), 0);
@@ -1925,7 +1936,7 @@ START_TEST(test_locks) {
         /* ...and INTERRUPT cancels a wait with EINTR. */
         t = (LockThread) { .nodeid = e.nodeid, .fh = fa, .owner = 1, .unique = 1003, .result = 12345 };
         ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
-        usleep(50000);
+        await_lock_waiters(1);
         ck_assert_int_eq(t.result, 12345);
         {
                 Args *a = args_new();
@@ -2032,7 +2043,7 @@ START_TEST(test_locks_release) {
         /* A SETLKW blocked on a handle that is released is answered (EBADF), not left waiting. */
         t = (LockThread) { .nodeid = e.nodeid, .fh = fd, .owner = 0xf6, .unique = 2001, .result = 12345 };
         ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
-        usleep(50000);
+        await_lock_waiters(1);
         ck_assert_int_eq(atomic_load(&t.result), 12345);
         ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fd), 0);
         if (!lock_thread_answered(&t, 2000)) {
@@ -2056,7 +2067,7 @@ START_TEST(test_locks_release) {
         ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fb, 0, F_WRLCK, 0, 0, true, NULL), 0);
         t = (LockThread) { .nodeid = e.nodeid, .fh = fd, .owner = 0, .unique = 2003, .flock_ = true, .result = 12345 };
         ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
-        usleep(50000);
+        await_lock_waiters(1);
         ck_assert_int_eq(atomic_load(&t.result), 12345);
         ck_assert_int_eq(release_req(FUSE_RELEASE, e.nodeid, fd), 0);
         if (!lock_thread_answered(&t, 2000)) {
@@ -2094,7 +2105,7 @@ START_TEST(test_lock_fd_flush_race) {
         ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, INT64_MAX, false, NULL), 0);
         t = (LockThread){ .nodeid = e.nodeid, .fh = fb, .owner = 0x2, .unique = 3001, .result = 12345 };
         ck_assert_int_eq(pthread_create(&th, NULL, setlkw_thread, &t), 0);
-        usleep(50000);
+        await_lock_waiters(1);
         ck_assert_int_eq(atomic_load(&t.result), 12345);
 
         /* The waiting owner's process closes another descriptor of the file: its POSIX locks go
@@ -2164,7 +2175,7 @@ START_TEST(test_setlkw_same_unique) {
                            .end = 9,
                            .result = 12345 };
         ck_assert_int_eq(pthread_create(&t1, NULL, setlkw_thread, &w1), 0);
-        usleep(50000);
+        await_lock_waiters(1);
         ck_assert_int_eq(atomic_load(&w1.result), 12345);
         w2 = (LockThread){ .nodeid = e.nodeid,
                            .fh = fc,
@@ -2197,7 +2208,7 @@ START_TEST(test_setlkw_same_unique) {
         ck_assert_int_eq(lk_req(FUSE_SETLK, e.nodeid, fa, 0x1, F_WRLCK, 0, INT64_MAX, false, NULL), 0);
         w1 = (LockThread){ .nodeid = e.nodeid, .fh = fb, .owner = 0x2, .unique = 4001, .result = 12345 };
         ck_assert_int_eq(pthread_create(&t1, NULL, setlkw_thread, &w1), 0);
-        usleep(50000);
+        await_lock_waiters(1);
         ck_assert_int_eq(atomic_load(&w1.result), 12345);
         interrupt_req(4001);
         ck_assert(lock_thread_answered(&w1, 2000));

@@ -1471,6 +1471,15 @@ void fuse_server_reset(FuseServer *s) {
         pthread_mutex_unlock(&s->session_lock);
 }
 
+unsigned fuse_server_lock_waiters(FuseServer *s) {
+        unsigned n;
+
+        pthread_mutex_lock(&s->waiters_lock);
+        n = g_hash_table_size(s->waiters);
+        pthread_mutex_unlock(&s->waiters_lock);
+        return n;
+}
+
 void fuse_server_cancel_waits(FuseServer *s) {
         GHashTableIter it;
         gpointer k, v;

@@ -49,6 +49,10 @@ void fuse_server_reset(FuseServer *s);
  * cannot release the lock it waits for). Other requests are not affected. */
 void fuse_server_cancel_waits(FuseServer *s);
 
+/* Blocking lock requests (SETLKW) registered and not yet answered: from the moment one can be
+ * interrupted until its reply. */
+unsigned fuse_server_lock_waiters(FuseServer *s);
+
 /* The live cache policy: new lookups and opens follow it at once. */
 int fuse_server_set_cache_policy(FuseServer *s, CachePolicy p);
 CachePolicy fuse_server_get_cache_policy(FuseServer *s);
