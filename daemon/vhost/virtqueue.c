@@ -41,6 +41,7 @@ int vq_map(VirtQueue *vq, const GuestMemory *mem) {
         vq->avail = avail;
         vq->used = used;
         vq->used_idx = RING_LOAD(vq->used->idx);
+        vq->avail_ahead = 0; /* a new base or table: read the index anew */
         vq->signalled_used_valid = false;
         return 0;
 }
@@ -144,18 +145,22 @@ int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem) {
 
         if (vq->broken || !vq->avail)
                 return -EPROTO;
-        avail_idx = RING_LOAD(vq->avail->idx);
-        if ((uint16_t) (avail_idx - vq->last_avail) > vq->num)
-                return -EPROTO; /* the guest claims more entries than the ring holds */
-        if (avail_idx == vq->last_avail)
-                return VQ_POP_EMPTY;
-        /* Read the ring entry and descriptors only after the index that published them. */
-        atomic_thread_fence(memory_order_acquire);
+        if (vq->avail_ahead == 0) {
+                avail_idx = RING_LOAD(vq->avail->idx);
+                if ((uint16_t) (avail_idx - vq->last_avail) > vq->num)
+                        return -EPROTO; /* the guest claims more entries than the ring holds */
+                if (avail_idx == vq->last_avail)
+                        return VQ_POP_EMPTY;
+                /* Read the ring entry and descriptors only after the index that published them. */
+                atomic_thread_fence(memory_order_acquire);
+                vq->avail_ahead = (uint16_t) (avail_idx - vq->last_avail);
+        }
 
+        /* avail_event is left alone: while the caller pops, a kick would only wake a thread that is
+         * awake, and vq_enable_notify() asks for one (and looks again) before it sleeps. */
         head = RING_LOAD(vq->avail->ring[vq->last_avail & (vq->num - 1)]);
         vq->last_avail++;
-        if (vq->event_idx)
-                set_avail_event(vq, vq->last_avail);
+        vq->avail_ahead--;
         if (head >= vq->num)
                 return -EPROTO; /* cannot be returned to the guest: the ring is unusable */
 
@@ -181,13 +186,15 @@ void vq_publish(VirtQueue *vq) {
         /* The element (and the reply bytes) must be visible before the index that publishes them. */
         atomic_thread_fence(memory_order_release);
         RING_STORE(vq->used->idx, vq->used_idx);
-        /* Store-to-load ordering: the guest must not miss our index while we read its event index
-         * (or flags) in vq_need_notify(), else both sides wait for each other. */
-        atomic_thread_fence(memory_order_seq_cst);
 }
 
 bool vq_need_notify(VirtQueue *vq) {
         uint16_t old, new = vq->used_idx;
+
+        /* Store-to-load ordering: the guest must not miss our index while we read its event index
+         * (or flags), else both sides wait for each other. Here, not in vq_publish(): a reply that
+         * is only published leaves its store to drain on its own, without stalling this CPU. */
+        atomic_thread_fence(memory_order_seq_cst);
 
         if (!vq->event_idx)
                 return !(RING_LOAD(vq->avail->flags) & VRING_AVAIL_F_NO_INTERRUPT);

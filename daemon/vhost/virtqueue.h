@@ -37,6 +37,10 @@ typedef struct VirtQueue {
         struct vring_used *used;
 
         uint16_t last_avail; /* next avail entry to consume */
+        /* Entries from last_avail on that the guest's avail index published when last read: popped
+         * without reading the index again (a cache line the guest keeps writing). Reset by
+         * vq_map(), which every start and memory-table change goes through. */
+        uint16_t avail_ahead;
         uint16_t used_idx;   /* our copy of used->idx */
         uint16_t signalled_used;
         bool signalled_used_valid;
@@ -69,7 +73,8 @@ int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem);
 /* Puts one completed chain on the used ring (not yet visible to the guest). */
 void vq_push(VirtQueue *vq, uint16_t head, uint32_t len);
 
-/* Makes pushed elements visible to the guest (a polling guest can take them at once). */
+/* Makes pushed elements visible to the guest (a polling guest can take them at once). No full
+ * fence: the store may still sit in this CPU's store buffer, which vq_need_notify() drains. */
 void vq_publish(VirtQueue *vq);
 /* Whether the guest wants an interrupt for what was published since the last interrupt it was
  * sent: true means the caller sends one now. A caller may publish several times before asking. */
