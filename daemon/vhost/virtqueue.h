@@ -70,6 +70,14 @@ int vq_map(VirtQueue *vq, const GuestMemory *mem);
  * the ring itself is corrupt (the caller marks the queue broken). */
 int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem);
 
+/* Hints the CPU to fetch the first readable and the first writable buffer of elem (no access). */
+static inline void vq_elem_prefetch(const VqElem *elem) {
+        if (elem->n_in > 0)
+                __builtin_prefetch(elem->iov[0].iov_base, 0);
+        if (elem->n_out > 0)
+                __builtin_prefetch(elem->iov[elem->n_in].iov_base, 1);
+}
+
 /* Puts one completed chain on the used ring (not yet visible to the guest). */
 void vq_push(VirtQueue *vq, uint16_t head, uint32_t len);
 
