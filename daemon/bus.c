@@ -558,12 +558,12 @@ static int method_get_statistics(sd_bus_message *msg, void *userdata, sd_bus_err
                                   st.pool_size);
         if (r < 0)
                 return r;
-        r = sd_bus_message_append(reply, "a{st}", 12, "mode_switches", st.switches, "live_workers",
+        r = sd_bus_message_append(reply, "a{st}", 13, "mode_switches", st.switches, "live_workers",
                                   (uint64_t) st.live_workers, "inline_runs", st.inline_runs, "pool_runs",
                                   st.pool_runs, "helper_runs", st.helper_runs, "auto_inline", st.auto_inline,
                                   "auto_pool", st.auto_pool, "pool_queued", (uint64_t) st.pool_queued,
                                   "live_helpers", (uint64_t) st.live_helpers, "poll_hits", ps.hits, "polls",
-                                  ps.polls, "poll_usec", ps.poll_ns / 1000);
+                                  ps.polls, "poll_usec", ps.poll_ns / 1000, "poll_contended", ps.contended);
         if (r < 0)
                 return r;
 

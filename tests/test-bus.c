@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -294,8 +295,8 @@ typedef struct Stats {
         char mode[16];
         uint32_t pool_size;
         uint64_t mode_switches, inline_runs, pool_runs, auto_inline, auto_pool, live_workers, poll_hits;
-        uint64_t polls, poll_usec;
-        bool has_poll_hits, has_polls;
+        uint64_t polls, poll_usec, poll_contended;
+        bool has_poll_hits, has_polls, has_poll_contended;
         unsigned n_exec;
         Row ops[64], queues[32];
         unsigned n_ops, n_queues;
@@ -358,6 +359,10 @@ static void get_stats(Stats *s) {
                         s->has_polls = true;
                 } else if (streq(k, "poll_usec"))
                         s->poll_usec = v;
+                else if (streq(k, "poll_contended")) {
+                        s->poll_contended = v;
+                        s->has_poll_contended = true;
+                }
         }
         ck_assert_int_ge(sd_bus_message_exit_container(m), 0);
         read_rows(m, s->ops, ELEMENTSOF(s->ops), &s->n_ops);
@@ -1226,6 +1231,120 @@ START_TEST(test_poll_auto) {
 }
 END_TEST
 
+/* Pins every thread of pid to cpu. */
+static void pin_threads(pid_t pid, int cpu) {
+        _cleanup_free_ char *path = NULL;
+        cpu_set_t set;
+        DIR *d;
+        struct dirent *de;
+
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        ck_assert_int_gt(asprintf(&path, "/proc/%d/task", (int) pid), 0);
+        d = opendir(path);
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        ck_assert_int_eq(sched_setaffinity(atoi(de->d_name), sizeof set, &set), 0);
+        closedir(d);
+}
+
+/* A process that wakes every 100 µs and burns 300 µs, until killed: the frontend's and the guest's
+ * threads on a host without a CPU to spare (each wake-up takes the CPU from whatever runs there). */
+static pid_t spawn_hog(int cpu) {
+        pid_t pid = fork();
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                cpu_set_t set;
+
+                CPU_ZERO(&set);
+                CPU_SET(cpu, &set);
+                (void) sched_setaffinity(0, sizeof set, &set);
+                for (;;) {
+                        struct timespec t0, t;
+
+                        (void) usleep(100);
+                        clock_gettime(CLOCK_MONOTONIC, &t0);
+                        do
+                                clock_gettime(CLOCK_MONOTONIC, &t);
+                        while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 300000);
+                }
+        }
+        return pid;
+}
+
+static void getattrs(FeFuse *c, unsigned n) {
+        for (unsigned i = 0; i < n; i++) {
+                struct fuse_attr_out a;
+                int r = fe_fuse_getattr(c, FUSE_ROOT_ID, &a);
+                ck_assert_msg(r == 0, "GETATTR: %d %s", r, c->last_problem);
+        }
+}
+
+/* --poll-us=auto on a CPU another task wants: the queue thread is preempted, auto sees it and stops
+ * spinning (the spin would take that task's time), and starts again once the CPU is its own. Without
+ * the check every back-to-back request polled. */
+START_TEST(test_poll_auto_contended) {
+        static const char *const more[] = { "--threads", "inline", NULL };
+        const unsigned n = 3000;
+        uint64_t alone = 0;
+        Stats s0, s1, s2;
+        pid_t hog;
+
+        if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+                fprintf(stderr, "one CPU: the frontend would share the daemon's; not run\n");
+                return;
+        }
+        spawn_on_bus("poll-contended", more);
+        Frontend *fe = fe_start_default();
+        FeFuse *c = fuse_client(fe);
+        pid_t pid = serving_pid(h->backend->pid);
+        cpu_set_t mine;
+
+        /* The daemon on CPU 0, this frontend on CPU 1: only the hog competes with the daemon. */
+        pin_threads(pid, 0);
+        CPU_ZERO(&mine);
+        CPU_SET(1, &mine);
+        ck_assert_int_eq(sched_setaffinity(0, sizeof mine, &mine), 0);
+
+        getattrs(c, n); /* learn the pace */
+        get_stats(&s0);
+        ck_assert(s0.has_poll_contended);
+        hog = spawn_hog(0);
+        getattrs(c, n);
+        get_stats(&s1);
+        kill(hog, SIGKILL);
+        ck_assert_int_eq(waitpid(hog, NULL, 0), hog);
+        /* Alone again, polling resumes. Other tests running in parallel may take the CPU as well
+         * (meson runs them side by side), so allow some batches for a quiet moment. */
+        s2 = s1;
+        for (unsigned tries = 0; tries < 20 && alone < n / 4; tries++) {
+                uint64_t before = s2.polls;
+
+                getattrs(c, n);
+                get_stats(&s2);
+                alone = s2.polls - before;
+        }
+        CPU_ZERO(&mine);
+        for (int i = 0; i < CPU_SETSIZE && i < sysconf(_SC_NPROCESSORS_ONLN); i++)
+                CPU_SET(i, &mine);
+        (void) sched_setaffinity(0, sizeof mine, &mine);
+
+        fprintf(stderr, "auto, %u requests each: alone %" PRIu64 " windows; beside a hog %" PRIu64 " windows, %" PRIu64
+                        " preempted looks; alone again %" PRIu64 " windows\n",
+                n, s0.polls, s1.polls - s0.polls, s1.poll_contended - s0.poll_contended, alone);
+        ck_assert_uint_gt(s1.poll_contended, s0.poll_contended);
+        ck_assert_msg(s1.polls - s0.polls < n / 2, "auto spun %" PRIu64 " windows for %u requests beside a hog",
+                      s1.polls - s0.polls, n);
+        ck_assert_msg(alone > n / 4, "auto spun only %" PRIu64 " windows for %u requests alone again", alone, n);
+        ck_assert(fe_backend_alive(h->backend));
+
+        fe_fuse_free(c);
+        fe_free(fe);
+}
+END_TEST
+
 /* ---- concurrent control calls while requests flow ---- */
 
 typedef struct Traffic {
@@ -1580,6 +1699,7 @@ int main(void) {
         tcase_add_test(tc, test_cache_effect);
         tcase_add_test(tc, test_poll_data_path);
         tcase_add_test(tc, test_poll_auto);
+        tcase_add_test(tc, test_poll_auto_contended);
         tcase_add_test(tc, test_concurrent_set_calls);
         tcase_add_test(tc, test_no_bus_keeps_serving);
         tcase_add_test(tc, test_bus_none);

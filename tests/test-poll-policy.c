@@ -217,6 +217,65 @@ START_TEST(test_no_window_teaches_nothing) {
 }
 END_TEST
 
+/* n idle moments of a fast guest (3 µs gaps) on a CPU where the thread is preempted once every
+ * preempt_every moments (0 = never): the looks at the preemption count happen when the policy asks.
+ * Returns the windows spun. */
+static unsigned run_preempted(PollPolicy *p, unsigned n, unsigned preempt_every, uint64_t *preemptions) {
+        unsigned windows = 0;
+
+        for (unsigned i = 0; i < n; i++) {
+                uint32_t w;
+
+                if (preempt_every > 0 && i % preempt_every == 0)
+                        ++*preemptions;
+                if (poll_policy_sample_due(p))
+                        poll_policy_cpu(p, *preemptions);
+                w = poll_policy_window(p);
+                if (w > 0) {
+                        poll_policy_update(p, w, 3000, 3000 <= w);
+                        windows++;
+                }
+        }
+        return windows;
+}
+
+/* Spinning when the thread is being preempted takes a CPU another task wants: with a real guest
+ * on a host without a CPU to spare, that is the guest's vCPU or the frontend thread that delivers
+ * our interrupt, and the guest gets slower. Auto stops while that happens, resumes after. */
+START_TEST(test_contended_cpu_stops_polling) {
+        uint64_t preemptions = 0;
+        PollPolicy p;
+        unsigned w;
+
+        poll_policy_init(&p);
+        w = run_preempted(&p, 4096, 0, &preemptions);
+        ck_assert_uint_eq(w, 4096); /* alone on its CPU: every idle moment polls */
+
+        /* Preempted about once per look: after the first look that sees it, (almost) no windows. */
+        w = run_preempted(&p, 4096, POLL_CPU_SAMPLE_EVERY, &preemptions);
+        ck_assert_uint_le(w, POLL_CPU_SAMPLE_EVERY);
+
+        /* Preemption stops: polling comes back once the hold runs out. */
+        w = run_preempted(&p, POLL_CONTENDED_MOMENTS + POLL_CPU_SAMPLE_EVERY, 0, &preemptions);
+        ck_assert_uint_ge(w, POLL_CPU_SAMPLE_EVERY - 1);
+        ck_assert_uint_eq(run_preempted(&p, 4096, 0, &preemptions), 4096);
+
+        /* A rare preemption (a kernel thread now and then) costs a few percent of the windows. */
+        w = run_preempted(&p, 100000, 20000, &preemptions);
+        ck_assert_uint_ge(w, 100000 - 5 * (POLL_CONTENDED_MOMENTS + POLL_CPU_SAMPLE_EVERY));
+}
+END_TEST
+
+/* The first look only learns the count: what the thread was preempted before it proves nothing. */
+START_TEST(test_first_look_learns) {
+        uint64_t preemptions = 12345;
+        PollPolicy p;
+
+        poll_policy_init(&p);
+        ck_assert_uint_eq(run_preempted(&p, 1024, 0, &preemptions), 1024);
+}
+END_TEST
+
 static Suite *poll_policy_suite(void) {
         Suite *s = suite_create("poll-policy");
         TCase *tc = tcase_create("policy");
@@ -231,6 +290,8 @@ static Suite *poll_policy_suite(void) {
         tcase_add_test(tc, test_empty_polls_back_off_exponentially);
         tcase_add_test(tc, test_hit_resets_backoff);
         tcase_add_test(tc, test_no_window_teaches_nothing);
+        tcase_add_test(tc, test_contended_cpu_stops_polling);
+        tcase_add_test(tc, test_first_look_learns);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -49,6 +49,7 @@ typedef struct Queue {
         _Atomic uint64_t poll_hits;
         _Atomic uint64_t polls;   /* windows started (same rules) */
         _Atomic uint64_t poll_ns; /* time spent in them (spinning: CPU time, without a system call) */
+        _Atomic uint64_t poll_contended; /* auto's looks that found the thread preempted (same rules) */
 } Queue;
 
 struct Device {

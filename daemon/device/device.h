@@ -90,6 +90,7 @@ typedef struct DevicePollStats {
         uint64_t polls;   /* busy-poll windows started, all request queues, since start */
         uint64_t hits;    /* ...that found requests (no kick, no sleep) */
         uint64_t poll_ns; /* time spent spinning in them: CPU time, as the thread spins */
+        uint64_t contended; /* auto's looks that found a queue thread preempted: no polling after */
 } DevicePollStats;
 void device_get_poll_stats(Device *d, DevicePollStats *ret);
 /* DevicePollStats.hits alone. */

@@ -11,16 +11,44 @@
  * guest's pace (a gap seen after a sleep includes our own wake-up), so when polling stops paying
  * it does not stop for good: attempts back off exponentially, down to one window of at most
  * POLL_AUTO_MAX_NS every POLL_MAX_SKIP + 1 idle moments, and a hit brings polling back at once.
- * A guest that stops sending has no further idle moments: it costs nothing after its last window. */
+ * A guest that stops sending has no further idle moments: it costs nothing after its last window.
+ *
+ * Nor does spinning pay on a CPU that another task wants: with a real guest on a host without a
+ * CPU to spare, that task is the guest's vCPU, or the frontend thread that delivers the interrupt
+ * for the reply just sent, and every µs spun is taken from them (vufsd's default spin made a TCG
+ * guest's fio jobs slower than no polling). The scheduler says so by preempting the thread: when
+ * its involuntary context switches grew between two looks (every POLL_CPU_SAMPLE_EVERY idle
+ * moments), auto does not poll for the next POLL_CONTENDED_MOMENTS. A thread alone on its CPU is
+ * preempted rarely (a kernel thread now and then), which costs it a few percent of its windows. */
 #include "poll-policy.h"
 
 #include "util.h"
 
 void poll_policy_init(PollPolicy *p) {
-        *p = (PollPolicy){ .gap_ns = POLL_GAP_CAP_NS };
+        *p = (PollPolicy){ .gap_ns = POLL_GAP_CAP_NS, .until_look = 1, .preemptions = UINT64_MAX };
+}
+
+bool poll_policy_sample_due(PollPolicy *p) {
+        if (--p->until_look > 0)
+                return false;
+        p->until_look = POLL_CPU_SAMPLE_EVERY;
+        return true;
+}
+
+bool poll_policy_cpu(PollPolicy *p, uint64_t preemptions) {
+        bool grown = p->preemptions != UINT64_MAX && preemptions != p->preemptions;
+
+        if (grown)
+                p->contended = POLL_CONTENDED_MOMENTS;
+        p->preemptions = preemptions;
+        return grown;
 }
 
 uint32_t poll_policy_window(PollPolicy *p) {
+        if (p->contended > 0) {
+                p->contended--;
+                return 0;
+        }
         if (p->skip > 0) {
                 p->skip--;
                 return 0;

@@ -24,6 +24,12 @@
  * long gap is forgotten after ~100 moments, a few milliseconds of a busy guest). */
 #define POLL_PEAK_DECAY 32u
 
+/* Idle moments between two looks at the thread's count of involuntary context switches (a
+ * system call, getrusage()), and idle moments without polling after a look found it grown: the
+ * scheduler gave this CPU to another task while the thread ran, so there is none to spare. */
+#define POLL_CPU_SAMPLE_EVERY 64u
+#define POLL_CONTENDED_MOMENTS 256u
+
 typedef struct PollPolicy {
         uint32_t gap_ns; /* average (weight 1/4) of the gaps from an idle moment to the next
                           * request, capped at POLL_GAP_CAP_NS; POLL_GAP_CAP_NS = not known */
@@ -31,11 +37,22 @@ typedef struct PollPolicy {
         uint32_t skip; /* idle moments left that do not poll (backoff) */
         uint8_t misses; /* empty windows in a row */
         uint8_t backoff; /* log2(skip + 1) of the last backoff; 0 = polling pays */
+        uint32_t until_look; /* idle moments to the next look at the preemption count */
+        uint32_t contended; /* idle moments left that do not poll: the CPU is wanted */
+        uint64_t preemptions; /* the count at the last look; UINT64_MAX = not looked yet */
 } PollPolicy;
 
 /* Starts knowing nothing: the first idle moments probe with the longest window. A quiet guest has
  * no idle moments after its last request but one, so that costs it one window. */
 void poll_policy_init(PollPolicy *p);
+
+/* Whether the thread should look at its involuntary context switches at this idle moment (every
+ * POLL_CPU_SAMPLE_EVERY calls), and pass the count to poll_policy_cpu() before asking for the
+ * window. */
+bool poll_policy_sample_due(PollPolicy *p);
+/* The thread's involuntary context switches so far (getrusage(RUSAGE_THREAD), ru_nivcsw): if they
+ * grew since the last look, no window for POLL_CONTENDED_MOMENTS idle moments. */
+bool poll_policy_cpu(PollPolicy *p, uint64_t preemptions); /* true: found grown */
 
 /* The window to spin at this idle moment, in ns; 0 = sleep at once. Counts a skipped moment. */
 uint32_t poll_policy_window(PollPolicy *p);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -70,6 +71,16 @@ static uint64_t thread_cpu_ns(void) {
         if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
                 return 0;
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+/* Involuntary context switches of the calling thread so far (a system call: auto polling looks
+ * every POLL_CPU_SAMPLE_EVERY idle moments). 0 if unknown, which never looks like a preemption. */
+static uint64_t thread_preemptions(void) {
+        struct rusage ru;
+
+        if (getrusage(RUSAGE_THREAD, &ru) < 0)
+                return 0;
+        return (uint64_t) ru.ru_nivcsw;
 }
 
 static VqElem *queue_get_elem(Queue *q) {
@@ -382,6 +393,7 @@ void device_get_poll_stats(Device *d, DevicePollStats *ret) {
                 ret->polls += atomic_load_explicit(&q->polls, memory_order_relaxed);
                 ret->hits += atomic_load_explicit(&q->poll_hits, memory_order_relaxed);
                 ret->poll_ns += atomic_load_explicit(&q->poll_ns, memory_order_relaxed);
+                ret->contended += atomic_load_explicit(&q->poll_contended, memory_order_relaxed);
         }
 }
 
@@ -480,8 +492,13 @@ static uint64_t queue_poll_window(Queue *q, PollPolicy *policy, bool *adaptive) 
         *adaptive = poll_us == DEVICE_POLL_AUTO;
         if (q->index == DEVICE_HIPRIO_QUEUE || poll_us == 0)
                 return 0;
-        if (*adaptive)
+        if (*adaptive) {
+                /* Now and then: was this thread preempted since the last look? Then another task
+                 * wants its CPU, and spinning would take from it (poll-policy.c). */
+                if (poll_policy_sample_due(policy) && poll_policy_cpu(policy, thread_preemptions()))
+                        counter_bump(&q->poll_contended, 1);
                 return poll_policy_window(policy);
+        }
         return (uint64_t) poll_us * 1000;
 }
 

@@ -8,7 +8,9 @@
 # on the console, and reports guest IOPS and host daemon CPU per I/O.
 #
 # Usage: bench-guest.sh [options]
-#   --backends LIST   comma separated: vufsd-defaults (no options), vufsd-inline, vufsd-poolN,
+#   --backends LIST   comma separated: vufsd-defaults (no options), vufsd-nopoll (no options but
+#                     --poll-us=0), vufsd-other (no options, the --vufsd-other binary: two builds
+#                     side by side), vufsd-inline, vufsd-poolN,
 #                     vufsd-autoN, virtiofsd-N
 #                     (default vufsd-inline,vufsd-pool4,vufsd-auto4,virtiofsd-0,virtiofsd-4)
 #   --matrix M        reduced (default, 8 jobs), full (the seeds' 30: seqread randread seqwrite
@@ -21,6 +23,7 @@
 #   --png FILE        chart (gnuplot)
 #   --pin CPUS        taskset the daemons to CPUS (default: no pinning; QEMU's TCG threads use both CPUs)
 #   --vufsd PATH      vufsd binary (default $VUFSD_BINARY, then build/daemon/vufsd)
+#   --vufsd-other PATH  the vufsd-other backend's binary
 #   --memory SIZE     guest RAM (default 1G: the initramfs carries fio and its libraries)
 #   --timeout S       whole guest run (default: computed from the matrix)
 #
@@ -46,6 +49,7 @@ out=$PWD/bench-guest-out
 png=
 pin=
 vufsd=${VUFSD_BINARY:-$top/build/daemon/vufsd}
+vufsd_other=
 memory=1G
 timeout_s=
 virtiofsd=/usr/lib/qemu/virtiofsd
@@ -62,9 +66,10 @@ while [ $# -gt 0 ]; do
         --png) png=${2:?}; shift 2 ;;
         --pin) pin=${2:?}; shift 2 ;;
         --vufsd) vufsd=${2:?}; shift 2 ;;
+        --vufsd-other) vufsd_other=${2:?}; shift 2 ;;
         --memory) memory=${2:?}; shift 2 ;;
         --timeout) timeout_s=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
         esac
 done
@@ -194,6 +199,11 @@ for b in $(echo "$backends" | tr ',' ' '); do
         case "$b" in
         vufsd-defaults)
                 cmd=("$vufsd" --socket-path="$sock" --shared-dir="$dir/share") ;;
+        vufsd-nopoll)
+                cmd=("$vufsd" --socket-path="$sock" --shared-dir="$dir/share" --poll-us=0) ;;
+        vufsd-other)
+                [ -x "$vufsd_other" ] || die "vufsd-other needs --vufsd-other PATH (an executable)"
+                cmd=("$vufsd_other" --socket-path="$sock" --shared-dir="$dir/share") ;;
         vufsd-inline)
                 cmd=("$vufsd" --socket-path="$sock" --shared-dir="$dir/share" --threads=inline) ;;
         vufsd-pool*|vufsd-auto*)
@@ -207,8 +217,9 @@ for b in $(echo "$backends" | tr ',' ' '); do
         *) die "unknown backend $b" ;;
         esac
         case "$b" in
-        vufsd-defaults)
-                # Every setting at its default: what a user gets without options.
+        vufsd-defaults|vufsd-nopoll|vufsd-other)
+                # Every setting at its default (but busy polling, for nopoll): what a user gets
+                # without options, and what the default spin costs or gains against it.
                 [ -x "$vufsd" ] || die "vufsd not found at $vufsd (--vufsd PATH or VUFSD_BINARY)"
                 cmd+=(--bus=none --log-level=warning) ;;
         vufsd-*)
