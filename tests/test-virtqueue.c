@@ -147,6 +147,13 @@ END_TEST
 /* The region guess (vq.region_hint) saves the search for descriptors in the region of the one
  * before; whatever it holds, each buffer must land where the general path puts it, and nothing
  * outside the snapshot at hand may be reached through a guess left by a larger one. */
+/* Posts descriptor i alone (addr, len, flags) and pops it through m. */
+static int pop_one(uint16_t i, uint64_t addr, uint32_t len, uint16_t flags, const GuestMemory *m) {
+        set_desc(i, addr, len, flags, 0);
+        post(i);
+        return vq_pop(&vq, m, &elem);
+}
+
 START_TEST(test_region_hint) {
         _cleanup_close_ int fd2 = memfd_create("vq2", MFD_CLOEXEC);
         GuestRegion *g2;
@@ -161,21 +168,15 @@ START_TEST(test_region_hint) {
         guest_region_unref(g2);
 
         /* Second region, then back to the first: the guess follows. */
-        set_desc(1, MEM_SIZE + 0x100, 16, 0, 0);
-        post(1);
-        ck_assert_int_eq(vq_pop(&vq, two, &elem), VQ_POP_OK);
+        ck_assert_int_eq(pop_one(1, MEM_SIZE + 0x100, 16, 0, two), VQ_POP_OK);
         ck_assert_ptr_eq(elem.iov[0].iov_base, host2 + 0x100);
         ck_assert_uint_eq(vq.region_hint, 1);
-        set_desc(2, BUF_GPA, 16, 0, 0);
-        post(2);
-        ck_assert_int_eq(vq_pop(&vq, two, &elem), VQ_POP_OK);
+        ck_assert_int_eq(pop_one(2, BUF_GPA, 16, 0, two), VQ_POP_OK);
         ck_assert_ptr_eq(elem.iov[0].iov_base, host + BUF_GPA);
         ck_assert_uint_eq(vq.region_hint, 0);
 
         /* A buffer across the boundary is two iovecs, whatever the guess. */
-        set_desc(3, MEM_SIZE - 8, 16, 0, 0);
-        post(3);
-        ck_assert_int_eq(vq_pop(&vq, two, &elem), VQ_POP_OK);
+        ck_assert_int_eq(pop_one(3, MEM_SIZE - 8, 16, 0, two), VQ_POP_OK);
         ck_assert_uint_eq(elem.n_in, 2);
         ck_assert_ptr_eq(elem.iov[0].iov_base, host + MEM_SIZE - 8);
         ck_assert_uint_eq(elem.iov[0].iov_len, 8);
@@ -183,27 +184,17 @@ START_TEST(test_region_hint) {
 
         /* The frontend removed the second region: a guess of 1 is stale, not a way in. */
         vq.region_hint = 1;
-        set_desc(4, MEM_SIZE + 0x100, 16, 0, 0);
-        post(4);
-        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_BAD_CHAIN);
-        set_desc(5, BUF_GPA, 16, 0, 0);
-        post(5);
-        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_OK);
+        ck_assert_int_eq(pop_one(4, MEM_SIZE + 0x100, 16, 0, mem), VQ_POP_BAD_CHAIN);
+        ck_assert_int_eq(pop_one(5, BUF_GPA, 16, 0, mem), VQ_POP_OK);
         ck_assert_ptr_eq(elem.iov[0].iov_base, host + BUF_GPA);
         /* A guess of the right region does not stretch it past its end. */
         ck_assert_uint_eq(vq.region_hint, 0);
-        set_desc(6, MEM_SIZE - 8, 16, 0, 0);
-        post(6);
-        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_BAD_CHAIN);
+        ck_assert_int_eq(pop_one(6, MEM_SIZE - 8, 16, 0, mem), VQ_POP_BAD_CHAIN);
         /* Nor does an offset that would wrap. */
-        set_desc(7, BUF_GPA, UINT32_MAX, 0, 0);
-        post(7);
-        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_BAD_CHAIN);
+        ck_assert_int_eq(pop_one(7, BUF_GPA, UINT32_MAX, 0, mem), VQ_POP_BAD_CHAIN);
         /* An indirect table through a stale guess is refused the same way. */
         vq.region_hint = 1;
-        set_desc(8, MEM_SIZE + 0x100, 32, VRING_DESC_F_INDIRECT, 0);
-        post(8);
-        ck_assert_int_eq(vq_pop(&vq, mem, &elem), VQ_POP_BAD_CHAIN);
+        ck_assert_int_eq(pop_one(8, MEM_SIZE + 0x100, 32, VRING_DESC_F_INDIRECT, mem), VQ_POP_BAD_CHAIN);
         guest_memory_unref(two);
 }
 END_TEST
