@@ -1062,12 +1062,14 @@ static pid_t serving_pid(pid_t pid) {
 /* A guest doing one thing at a time with a pause after each: n GETATTRs 2 ms apart. (Back to back
  * requests do not tell: the queue thread finds the next one when it re-checks the ring right after
  * answering, before any polling window starts.) */
-static void paced_getattrs(FeFuse *c, unsigned n) {
+/* n GETATTRs of the root, pause_us apart (0: back to back). */
+static void getattrs(FeFuse *c, unsigned n, unsigned pause_us) {
         for (unsigned i = 0; i < n; i++) {
                 struct fuse_attr_out a;
                 int r = fe_fuse_getattr(c, FUSE_ROOT_ID, &a);
                 ck_assert_msg(r == 0, "GETATTR: %d %s", r, c->last_problem);
-                usleep(2000);
+                if (pause_us > 0)
+                        usleep(pause_us);
         }
 }
 
@@ -1094,7 +1096,7 @@ START_TEST(test_poll_data_path) {
                 snprintf(name, sizeof name, "off-%u", i);
                 roundtrip(c, name, 8192, i);
         }
-        paced_getattrs(c, 30);
+        getattrs(c, 30, 2000);
         get_stats(&s0);
         ck_assert_msg(s0.has_poll_hits, "GetStatistics has no poll_hits counter");
         ck_assert_uint_eq(s0.poll_hits, sb.poll_hits);
@@ -1110,7 +1112,7 @@ START_TEST(test_poll_data_path) {
          * the queue thread watches the ring (a few may not on a loaded machine: the thread was
          * not running when the request came and found it in its re-check before polling). */
         set_poll_us_ok(100000);
-        paced_getattrs(c, 30);
+        getattrs(c, 30, 2000);
         get_stats(&s1);
         ck_assert_msg(s1.poll_hits - s0.poll_hits >= 15,
                       "only %" PRIu64 " polling windows found a request (of %" PRIu64 " run)",
@@ -1150,7 +1152,7 @@ START_TEST(test_poll_data_path) {
                 }
         }
         get_stats(&s2);
-        paced_getattrs(c, 20);
+        getattrs(c, 20, 2000);
         get_stats(&s3);
         ck_assert_uint_gt(s3.inline_runs, s2.inline_runs);
         ck_assert_uint_eq(s3.poll_hits, s2.poll_hits);
@@ -1194,11 +1196,7 @@ START_TEST(test_poll_auto) {
         ck_assert(s0.has_polls);
         /* Nothing learnt yet: the connection's first requests (FUSE_INIT) probed a few windows. */
         ck_assert_uint_le(s0.polls, 8);
-        for (unsigned i = 0; i < 3000; i++) {
-                struct fuse_attr_out a;
-                int r = fe_fuse_getattr(c, FUSE_ROOT_ID, &a);
-                ck_assert_msg(r == 0, "GETATTR: %d %s", r, c->last_problem);
-        }
+        getattrs(c, 3000, 0);
         get_stats(&s1);
         fprintf(stderr, "auto, back to back: %" PRIu64 " windows, %" PRIu64 " hits, %" PRIu64 " us spinning\n",
                 s1.polls, s1.poll_hits, s1.poll_usec);
@@ -1208,7 +1206,7 @@ START_TEST(test_poll_auto) {
         ck_assert_uint_ge(s1.polls, s1.poll_hits);
 
         /* 2 ms between requests is far past the longest window: the first empty window ends it. */
-        paced_getattrs(c, 50);
+        getattrs(c, 50, 2000);
         get_stats(&s2);
         ck_assert_msg(s2.polls - s1.polls <= 5, "auto spun %" PRIu64 " windows for 50 requests 2 ms apart",
                       s2.polls - s1.polls);
@@ -1274,14 +1272,6 @@ static pid_t spawn_hog(int cpu) {
         return pid;
 }
 
-static void getattrs(FeFuse *c, unsigned n) {
-        for (unsigned i = 0; i < n; i++) {
-                struct fuse_attr_out a;
-                int r = fe_fuse_getattr(c, FUSE_ROOT_ID, &a);
-                ck_assert_msg(r == 0, "GETATTR: %d %s", r, c->last_problem);
-        }
-}
-
 /* --poll-us=auto on a CPU another task wants: the queue thread is preempted, auto sees it and stops
  * spinning (the spin would take that task's time), and starts again once the CPU is its own. Without
  * the check every back-to-back request polled. */
@@ -1308,11 +1298,11 @@ START_TEST(test_poll_auto_contended) {
         CPU_SET(1, &mine);
         ck_assert_int_eq(sched_setaffinity(0, sizeof mine, &mine), 0);
 
-        getattrs(c, n); /* learn the pace */
+        getattrs(c, n, 0); /* learn the pace */
         get_stats(&s0);
         ck_assert(s0.has_poll_contended);
         hog = spawn_hog(0);
-        getattrs(c, n);
+        getattrs(c, n, 0);
         get_stats(&s1);
         kill(hog, SIGKILL);
         ck_assert_int_eq(waitpid(hog, NULL, 0), hog);
@@ -1322,7 +1312,7 @@ START_TEST(test_poll_auto_contended) {
         for (unsigned tries = 0; tries < 20 && alone < n / 4; tries++) {
                 uint64_t before = s2.polls;
 
-                getattrs(c, n);
+                getattrs(c, n, 0);
                 get_stats(&s2);
                 alone = s2.polls - before;
         }
