@@ -27,6 +27,8 @@
 #   --meta-tree DIRS  bench-meta.sh --tree (default: the whole tree, ~84,000 entries; under TCG on
 #                     a 2-CPU machine that is hours: fs,kernel,mm,include is ~9,200 entries)
 #   --meta-backends L bench-meta.sh --backends (default vufsd,vufsd-best,virtiofsd,guest-tmpfs)
+#   --meta-share-fs F bench-meta.sh --share-fs: dir (default) or ext4 (a whole file system per share;
+#                     needed for a tree with more inodes than the daemons' fd limit)
 #   --quick           a smoke run of the machinery: 1 round, short cells, reduced fio matrix,
 #                     a 100-file tree (the numbers mean nothing; use with --doc elsewhere)
 #   --doc FILE        the document to rewrite (default docs/benchmarks.md); charts go beside it
@@ -47,6 +49,7 @@ parts=vufs-bench,vufs-bench-tmpfs,poll,guest-fio,meta
 rounds=
 meta_tree=
 meta_backends=
+meta_share_fs=
 quick=0
 doc=$top/docs/benchmarks.md
 build=$top/build
@@ -58,6 +61,7 @@ while [ $# -gt 0 ]; do
         --rounds) rounds=${2:?}; shift 2 ;;
         --meta-tree) meta_tree=${2:?}; shift 2 ;;
         --meta-backends) meta_backends=${2:?}; shift 2 ;;
+        --meta-share-fs) meta_share_fs=${2:?}; shift 2 ;;
         --quick) quick=1; shift ;;
         --doc) doc=${2:?}; shift 2 ;;
         --build) build=${2:?}; shift 2 ;;
@@ -183,6 +187,7 @@ for part in $(echo "$parts" | tr ',' ' '); do
                 [ -z "$meta_tree" ] || args+=(--tree "$meta_tree")
                 [ $quick -eq 0 ] || args=(--rounds 1 --tree fs/ext4,fs/fuse)
                 [ -z "$meta_backends" ] || args+=(--backends "$meta_backends")
+                [ -z "$meta_share_fs" ] || args+=(--share-fs "$meta_share_fs")
                 cmd=("$top/tests/vm/bench-meta.sh" "${args[@]}" --vufsd "$vufsd" --out "$dir"
                      --png "$docdir/benchmarks-meta.png")
                 "${cmd[@]}" > "$dir/stdout.md" 2> "$dir/stderr.log" || {

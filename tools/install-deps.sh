@@ -17,8 +17,9 @@ packages=(
         uidmap
         # systemd tests: a debootstrapped root booted with systemd-nspawn
         debootstrap systemd-container
-        # benchmarks: fio in the guest, charts
-        fio gnuplot-nox
+        # benchmarks: fio in the guest, charts; the metadata benchmark (and its check, vm-bench-meta):
+        # git and GNU tar in the guest, xz, an ext4 of its own per share on a loop device
+        fio gnuplot-nox git xz-utils e2fsprogs
 )
 
 if [ "$(id -u)" != 0 ]; then

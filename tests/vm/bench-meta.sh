@@ -36,6 +36,11 @@
 #                                    one setting costs or buys against the defaults
 #                       guest-tmpfs  the guest's own tmpfs: the guest's cost without virtio-fs
 #   --best-args ARGS  vufsd options of vufsd-best (one string, split on spaces)
+#   --share-fs FS     what each share is: dir (default), a directory of the file system of
+#                     $TMPDIR; ext4, a loop-mounted ext4 of its own, a whole file system, on which
+#                     vufsd's default --inode-file-handles=prefer remembers inodes by file handle
+#                     (on a subdirectory it keeps an O_PATH fd per inode: docs/security.md). A tree
+#                     with more inodes than the daemon's fd limit needs ext4 (docs/benchmarks.md)
 #   --tree DIRS       parts of the tree, comma separated, relative to its top (e.g. fs,kernel);
 #                     default: the whole tree
 #   --steps LIST      default extract,find,stat,du,git,rm (git = git-cold + git-warm)
@@ -86,11 +91,13 @@ virtiofsd=/usr/lib/qemu/virtiofsd
 vufsd_bus=none
 virtiofsd_args=
 step_hook=
+share_fs=dir
 
 while [ $# -gt 0 ]; do
         case "$1" in
         --backends) backends=${2:?}; shift 2 ;;
         --best-args) best_args=${2:?}; shift 2 ;;
+        --share-fs) share_fs=${2:?}; shift 2 ;;
         --tree) tree=${2:?}; shift 2 ;;
         --steps) steps=${2:?}; shift 2 ;;
         --rounds) rounds=${2:?}; shift 2 ;;
@@ -106,7 +113,7 @@ while [ $# -gt 0 ]; do
         --vufsd-bus) vufsd_bus=${2:?}; shift 2 ;;
         --virtiofsd-args) virtiofsd_args=${2:?}; shift 2 ;;
         --step-hook) step_hook=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,62p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
         esac
 done
@@ -119,12 +126,13 @@ for s in $(echo "$steps" | tr ',' ' '); do
 done
 case ",$steps," in *,extract,*) ;; *) die "--steps must include extract (every other step needs the tree)" ;; esac
 case "$rounds" in ''|*[!0-9]*|0) die "--rounds must be a positive number" ;; esac
+case "$share_fs" in dir|ext4) ;; *) die "--share-fs must be dir or ext4" ;; esac
 
 missing=$(vm_missing_prerequisites)
 [ -z "$missing" ] || die "missing: $(echo "$missing" | paste -sd';')"
 [ "$(id -u)" = 0 ] || die "run as root (the daemons chroot into their shares)"
 [ -r "$source_tar" ] || die "$source_tar not found (tools/install-bench-deps.sh installs linux-source-6.1)"
-for c in git tar xz date; do
+for c in git tar xz date $([ "$share_fs" = ext4 ] && echo mkfs.ext4 losetup); do
         command -v "$c" >/dev/null || die "$c is not installed"
 done
 tar --version 2>/dev/null | grep -q 'GNU tar' || die "tar is not GNU tar"
@@ -136,7 +144,7 @@ busybox=$(vm_busybox)
 
 # ---- the tree: unpacked, committed and archived once per source and --tree ----
 top_name=$(basename "$source_tar"); top_name=${top_name%%.tar*}
-tree_key=$( { stat -Lc '%n %s %Y' "$source_tar"; echo "tree=$tree"; echo "layout=2"; } | sha256sum | cut -c1-16)
+tree_key=$( { stat -Lc '%n %s %Y' "$source_tar"; echo "tree=$tree"; echo "layout=3"; } | sha256sum | cut -c1-16)
 cache=$build_dir/meta-$tree_key
 tree_tar=$cache/tree.tar
 if [ ! -s "$cache/entries" ] || [ ! -s "$tree_tar" ]; then
@@ -161,11 +169,17 @@ if [ ! -s "$cache/entries" ] || [ ! -s "$tree_tar" ]; then
                 git config core.compression 1
                 git config user.name bench-meta
                 git config user.email bench-meta@localhost
-                nice git add -A
-                nice git commit -q -m "$top_name${tree:+ ($tree)}"
-                nice git repack -a -d -q --window=0
-                git prune-packed
-                # The tree must be clean, or git status in the guest prints (and reads) more than stats.
+                # -f: every file, also what the tree's .gitignore names (Debian's linux-source
+                # ignores everything at its top level: `git add -A` adds nothing there).
+                nice git add -A -f || exit 1
+                nice git commit -q -m "$top_name${tree:+ ($tree)}" || exit 1
+                nice git repack -a -d -q --window=0 || exit 1
+                git prune-packed || exit 1
+                # Every file tracked, or git status in the guest would not stat them all; and clean,
+                # or it would print (and read) more than stats. (No set -e in a subshell of ||.)
+                files=$(find . -path ./.git -prune -o ! -type d -print | wc -l)
+                tracked=$(git ls-files | wc -l)
+                [ "$tracked" -eq "$files" ] || { echo "git tracks $tracked of $files files" >&2; exit 1; }
                 [ -z "$(git status --porcelain | head -n 1)" ] || { echo "git status not clean" >&2; exit 1; }
         ) || die "making the git repository failed"
         (cd "$cache/src" && find "$top_name" | wc -l) > "$cache/entries.new"
@@ -210,7 +224,10 @@ if [ $host_baseline -eq 1 ] && [ $prepare_only -eq 0 ]; then
                 got=$("$@") || got="failed:$?"
                 t1=$(now)
                 local check=ok
-                [ "$want" = - ] || [ "$got" = "$want" ] || check="bad:$got"
+                case "$got" in
+                failed:*) check="bad:$got" ;;
+                *) [ "$want" = - ] || [ "$got" = "$want" ] || check="bad:$got" ;;
+                esac
                 printf '%s\thost\t%s\t%s\t%s\t\t\t%s\t%s\n' "$r" "$s" $((t1 - t0)) $((t1 - t0)) "$check" \
                         "$(cut -d' ' -f1 /proc/loadavg)" >> "$results"
                 msg "round $r host           $(printf '%-9s' "$s") $(awk -v n=$((t1 - t0)) 'BEGIN { printf "%8.2f s", n / 1e9 }') $check"
@@ -223,8 +240,8 @@ if [ $host_baseline -eq 1 ] && [ $prepare_only -eq 0 ]; then
                         stat) host_step "$r" stat - sh -c "$busybox find '$hb/$top_name' -exec $busybox stat -c %s {} + > /dev/null" ;;
                         du) host_step "$r" du - sh -c "$busybox du -s '$hb/$top_name' > /dev/null" ;;
                         git)
-                                host_step "$r" git-cold 0 sh -c "cd '$hb/$top_name' && git status --porcelain | wc -l"
-                                host_step "$r" git-warm 0 sh -c "cd '$hb/$top_name' && git status --porcelain | wc -l" ;;
+                                host_step "$r" git-cold 0 sh -c "cd '$hb/$top_name' && git status --porcelain > '$work/git.out' && wc -l < '$work/git.out'"
+                                host_step "$r" git-warm 0 sh -c "cd '$hb/$top_name' && git status --porcelain > '$work/git.out' && wc -l < '$work/git.out'" ;;
                         rm) host_step "$r" rm - sh -c "rm -rf '$hb/$top_name' && sync" ;;
                         esac
                 done
@@ -277,8 +294,13 @@ run() {
         run_t1=$(now)
         usleep 200000
         run_check=ok
-        [ "$run_want" = - ] || [ "$run_got" = "$run_want" ] ||
-                run_check="bad:$(echo "$run_got" | head -c 200 | tr -s ' \n' '__')"
+        # A command that failed never checks out, whatever it was to print (a tar that stopped at
+        # the daemon's ENFILE extracts part of the tree and prints nothing).
+        case "$run_got" in
+        failed:*) run_check="bad:$run_got" ;;
+        *) [ "$run_want" = - ] || [ "$run_got" = "$run_want" ] ||
+                run_check="bad:$(echo "$run_got" | head -c 200 | tr -s ' \n' '__')" ;;
+        esac
         echo "VUFS-META-END $run_t $run_s $run_r $((run_t1 - run_t0)) $run_check"
 }
 round=0
@@ -296,8 +318,10 @@ while [ $round -lt "$VUFS_ROUNDS" ]; do
                         stat) run "$t" stat $round - "find $d/$top -exec stat -c %s {} + > /dev/null" ;;
                         du) run "$t" du $round - "du -s $d/$top > /dev/null" ;;
                         git)
-                                run "$t" git-cold $round 0 "cd $d/$top && git status --porcelain | wc -l"
-                                run "$t" git-warm $round 0 "cd $d/$top && git status --porcelain | wc -l" ;;
+                                # Through a file: the status of a pipe into wc is wc's, and a git
+                                # that fails prints nothing either.
+                                run "$t" git-cold $round 0 "cd $d/$top && git status --porcelain > /tmp/git.out && wc -l < /tmp/git.out"
+                                run "$t" git-warm $round 0 "cd $d/$top && git status --porcelain > /tmp/git.out && wc -l < /tmp/git.out" ;;
                         rm) run "$t" rm $round - "rm -rf $d/$top && sync" ;;
                         esac
                         k=$((k + 1))
@@ -336,6 +360,17 @@ if [ $prepare_only -eq 1 ]; then
 fi
 
 # ---- the backends ----
+# --share-fs ext4: DIR/share becomes the root of an ext4 of its own (sparse image in DIR), with
+# room for the tree twice and an inode for every entry twice. vm_bench_cleanup unmounts it.
+vm_bench_mounts=()
+make_share_fs() {
+        local d=$1
+        truncate -s $((tree_kib * 2 + 512 * 1024))K "$d/share.img"
+        mkfs.ext4 -q -F -N $((entries * 2 + 10000)) -E lazy_itable_init=0,lazy_journal_init=0 "$d/share.img" ||
+                die "mkfs.ext4 of $d/share.img failed"
+        mount -o loop "$d/share.img" "$d/share" || die "mounting $d/share.img failed"
+        vm_bench_mounts+=("$d/share")
+}
 declare -A tag_name=() tag_pid=() tag_dir=()
 qemu_args=()
 tags=()
@@ -350,6 +385,7 @@ for b in $(echo "$backends" | tr ',' ' '); do
         t=b$i
         dir=$work/$b
         mkdir -p "$dir/share"
+        [ "$share_fs" = dir ] || make_share_fs "$dir"
         sock=$dir/sock
         case "$b" in
         vufsd)
@@ -476,10 +512,10 @@ monitor_pid=
 # ---- the report ----
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 - "$results" "$out" "$backends" "$png" "$rounds" "$entries" "$tree_kib" "${tree:-all}" "$load" \
-        "$best_args" "$host_baseline" <<'PY'
+        "$best_args" "$host_baseline" "$share_fs" <<'PY'
 import csv, json, statistics, subprocess, sys, os
 (results, out, backends, png, rounds, entries, tree_kib, tree, load, best_args,
- host_baseline) = sys.argv[1:12]
+ host_baseline, share_fs) = sys.argv[1:13]
 backends = backends.split(",")
 cols = backends + (["host"] if host_baseline == "1" else [])
 rows = list(csv.DictReader(open(results), delimiter="\t"))
@@ -519,9 +555,12 @@ names = {"vufsd": "vufsd defaults", "vufsd-best": "vufsd best", "virtiofsd": "C 
          "guest-tmpfs": "guest tmpfs", "host": "host (bare)"}
 summary = []
 L = []
-mine = [b for b in backends if b.startswith("vufsd")]
-L.append("| step | " + " | ".join(names.get(b, b) for b in cols) + " | " +
-         " | ".join("%s / C" % names.get(b, b) for b in mine) + " |")
+# Ratios to the C daemon when it ran; the virtio-fs part (a share over the guest's tmpfs) of the C
+# daemon, else of vufsd's defaults.
+mine = [b for b in backends if b.startswith("vufsd")] if "virtiofsd" in backends else []
+ref = "virtiofsd" if "virtiofsd" in backends else "vufsd"
+L.append("| step | " + " | ".join([names.get(b, b) for b in cols] + ["%s / C" % names.get(b, b) for b in mine]) +
+         " |")
 L.append("|---|" + "---|" * (len(cols) + len(mine)))
 for s in steps:
     c = cell(s, "virtiofsd")
@@ -529,8 +568,7 @@ for s in steps:
     for b in mine:
         v = cell(s, b)
         ratios.append("%.2f×" % (v / c) if v is not None and c else "n/a")
-    L.append("| %s | %s | %s |" % (s, " | ".join(fmt(cell(s, b)) + spread(s, b) for b in cols),
-             " | ".join(ratios)))
+    L.append("| %s | %s |" % (s, " | ".join([fmt(cell(s, b)) + spread(s, b) for b in cols] + ratios)))
     summary.append({"step": s,
                     "seconds": {b: cell(s, b) for b in cols},
                     "daemon_cpu_s": {b: cell(s, b, "cpu") for b in backends},
@@ -540,7 +578,7 @@ for s in steps:
 daemons = [b for b in backends if b.startswith("vufsd") or b == "virtiofsd"]
 C = []
 C.append("| step | " + " | ".join("%s: daemon CPU (share of the step) / guest CPU" % names.get(b, b) for b in daemons) +
-         " | virtio-fs part (C daemon − guest tmpfs) | who decides |")
+         " | virtio-fs part (%s − guest tmpfs) | who decides |" % ("C daemon" if ref == "virtiofsd" else names[ref]))
 C.append("|---|" + "---|" * (len(daemons) + 2))
 for x in summary:
     s = x["step"]
@@ -549,7 +587,7 @@ for x in summary:
         t, cpu, g = cell(s, b), cell(s, b, "cpu"), cell(s, b, "gcpu")
         cells.append("%s (%s) / %s" % (fmt(cpu), "%.0f %%" % (100 * cpu / t) if cpu is not None and t else "n/a",
                                        fmt(g)))
-    tc, tt = cell(s, "virtiofsd"), cell(s, "guest-tmpfs")
+    tc, tt = cell(s, ref), cell(s, "guest-tmpfs")
     part = tc - tt if tc is not None and tt is not None else None
     # Who decides the step's time. The guest, when the share costs little over the guest's own
     # tmpfs. The daemon, when its CPU is a large part of the step. The guest's CPU (TCG), when QEMU is
@@ -576,12 +614,14 @@ if loads:
         load, loads[0], loads[-1], statistics.median(loads))
 hdr = ("Linux source tree (`linux-source-6.1`, %s), %s entries, %d MiB; %s round(s), medians "
        "(in parentheses: fastest-slowest round); guest seconds per step, measured in the guest "
-       "(QEMU TCG, 2 vCPUs); vufsd best = `%s`; load average at the end %s." %
-       (tree if tree != "all" else "the whole tree", entries, int(tree_kib) // 1024, rounds, best_args, load))
+       "(QEMU TCG, 2 vCPUs); each share %s; vufsd best = `%s`; load average at the end %s." %
+       (tree if tree != "all" else "the whole tree", entries, int(tree_kib) // 1024, rounds,
+        "a directory on the host's file system" if share_fs == "dir" else "a loop-mounted ext4 of its own",
+        best_args, load))
 report = ["#### Step times", "", hdr, ""] + L + ["", "#### CPU per step and what decides it", "",
           "Daemon CPU: utime + stime of the daemon and its children over the step; guest CPU: QEMU's "
           "(the guest under TCG: vCPU threads and QEMU's main loop). Who decides: the guest when the "
-          "C daemon's share takes under 25 % longer than the guest's own tmpfs; the daemon when its CPU "
+          "reference share (the C daemon's, else vufsd's defaults) takes under 25 % longer than the guest's own tmpfs; the daemon when its CPU "
           "is at least 35 % of the step; the guest's CPU when QEMU is busy at least half of the step "
           "(median over the daemons); wake-ups otherwise.", ""] + C
 if bad:
@@ -593,11 +633,13 @@ json.dump({"backends": backends, "columns": cols, "entries": int(entries), "tree
 print("\n".join(report))
 if png:
     dat = os.path.join(out, "chart.dat")
-    shown = [b for b in cols if b != "host"]
+    # Relative to the C daemon when it ran, else to the guest's own tmpfs.
+    cref = "virtiofsd" if "virtiofsd" in backends else "guest-tmpfs" if "guest-tmpfs" in backends else None
+    shown = [b for b in cols if b != "host" and b != cref]
     with open(dat, "w") as f:
         f.write("step " + " ".join('"%s"' % names.get(b, b) for b in shown) + "\n")
         for x in summary:
-            c = x["seconds"].get("virtiofsd")
+            c = x["seconds"].get(cref) if cref else 1.0
             f.write('"%s" ' % x["step"] + " ".join(
                 "%.4f" % (x["seconds"][b] / c) if c and x["seconds"].get(b) is not None else "NaN"
                 for b in shown) + "\n")
@@ -617,12 +659,14 @@ set key outside right top font ',8'
 set xtics scale 0
 set datafile missing 'NaN'
 set yrange [0:*]
-set title 'Linux tree in the guest: step time relative to the C virtiofsd (lower is faster)'
+set title 'Linux tree in the guest: %s (lower is faster)'
 plot for [i=2:%d] '%s' index 0 using i:xtic(1) title columnheader(i), 1 lc rgb 'black' dt 2 notitle
 set title 'host daemon CPU seconds per step'
 plot for [i=2:%d] '%s' index 1 using i:xtic(1) title columnheader(i)
 unset multiplot
-""" % (png, len(shown) + 1, dat, len(daemons) + 1, dat)
+""" % (png, "step time relative to the C virtiofsd" if cref == "virtiofsd" else
+       "step time relative to a tmpfs in the guest" if cref else "seconds per step",
+       len(shown) + 1, dat, len(daemons) + 1, dat)
     subprocess.run(["gnuplot"], input=gp.encode(), check=True)
 PY
 

@@ -148,7 +148,8 @@ vm_bench_start_backend() {
 }
 
 # The benchmarks' EXIT trap: stops the monitor and every backend (SIGTERM, then SIGKILL), reaps
-# them, removes work and exits with the status the script was leaving with.
+# them, unmounts what the benchmark listed in vm_bench_mounts (after the daemons, which hold it),
+# removes work and exits with the status the script was leaving with.
 # shellcheck disable=SC2154 # monitor_pid and work belong to the benchmark that sources this
 vm_bench_cleanup() {
         local rc=$? p
@@ -162,6 +163,9 @@ vm_bench_cleanup() {
                 kill -KILL "$p" 2>/dev/null || true
         done
         wait 2>/dev/null || true
+        for p in ${vm_bench_mounts[@]+"${vm_bench_mounts[@]}"}; do
+                umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || true
+        done
         rm -rf "$work"
         exit "$rc"
 }
