@@ -74,6 +74,53 @@ START_TEST(test_umask_per_thread) {
 }
 END_TEST
 
+/* Creates "f" in the current directory with mode 0666 and returns what the umask left of it. */
+static mode_t created_mode(void) {
+        struct stat st;
+        int fd = open("f", O_CREAT | O_EXCL | O_WRONLY, 0666);
+
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        ck_assert_int_eq(stat("f", &st), 0);
+        ck_assert_int_eq(unlink("f"), 0);
+        return st.st_mode & 0777;
+}
+
+/* The request's umask is set only where it differs from the thread's, and the thread's own is
+ * known exactly after every change and restore. */
+START_TEST(test_umask_switched_only_when_different) {
+        static const struct {
+                bool valid;
+                mode_t umask;
+                bool switched;
+                mode_t mode;
+        } steps[] = {
+                { true, 022, false, 0644 }, /* the first: the thread's own fs_struct, same umask */
+                { true, 022, false, 0644 },
+                { true, 077, true, 0600 },
+                { false, 0, false, 0644 },  /* restored: no umask in the request, the thread's */
+                { true, 0, true, 0666 },
+                { true, 022, false, 0644 }, /* known again after the restore */
+                { true, 01022, false, 0644 }, /* only the permission bits count */
+        };
+        char path[] = "/tmp/test-credentials-XXXXXX";
+        Credentials c;
+
+        umask(022);
+        ck_assert_ptr_nonnull(mkdtemp(path));
+        ck_assert_int_eq(chdir(path), 0);
+        for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+                ck_assert_int_eq(credentials_enter(&c, 0, 0, NULL, 0, steps[i].valid, steps[i].umask), 0);
+                ck_assert_msg(c.umask_set == steps[i].switched, "step %zu: umask_set %d", i, c.umask_set);
+                ck_assert_uint_eq(created_mode(), steps[i].mode);
+                credentials_leave(&c);
+        }
+        ck_assert_uint_eq(umask(022), 022); /* left as it was found */
+        ck_assert_int_eq(chdir("/"), 0);
+        rmdir(path);
+}
+END_TEST
+
 START_TEST(test_drop_groups) {
         pid_t pid = fork();
         int status;
@@ -174,6 +221,7 @@ int main(void) {
 
         tcase_add_root_test(tc, test_switch_is_per_thread);
         tcase_add_test(tc, test_umask_per_thread);
+        tcase_add_test(tc, test_umask_switched_only_when_different);
         tcase_add_root_test(tc, test_drop_groups);
         tcase_add_root_test(tc, test_groups_are_per_thread);
         tcase_add_root_test(tc, test_minus_one_is_refused);

@@ -9,7 +9,8 @@
 #   vufs-bench        tests/bench/vufs-bench --compare plus vufsd with every setting at its default
 #                     (vufsd-defaults), QD 1 and 16, on the working directory's file system (ext4)
 #                     -> docs/benchmarks-vufs-bench.png                      (~25 min with 5 rounds)
-#   vufs-bench-tmpfs  open-release and create-unlink on tmpfs (the journal out of the picture)
+#   vufs-bench-tmpfs  open-release and create-unlink on tmpfs (without ext4's inode allocator,
+#                     which on a file system without a journal dominates create-unlink)
 #                                                                            (~3 min)
 #   poll              the polling targets: vufsd's defaults against fixed --poll-us windows (0, 10,
 #                     25, 50, 100) and the C virtiofsd on getattr, lookup, 4 KiB read and write at
@@ -66,7 +67,7 @@ while [ $# -gt 0 ]; do
         --doc) doc=${2:?}; shift 2 ;;
         --build) build=${2:?}; shift 2 ;;
         --out) out=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
         esac
 done

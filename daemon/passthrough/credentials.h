@@ -9,7 +9,7 @@
 typedef struct Credentials {
         bool switched; /* any of the three below */
         bool uid_set, gid_set, groups_set;
-        bool umask_set;
+        bool umask_set; /* the umask differed, old_umask is to be restored */
         mode_t old_umask;
 } Credentials;
 
@@ -22,8 +22,9 @@ bool credentials_can_switch(void);
 
 /* Makes the calling thread act as uid/gid with the supplementary groups (effective ids only, raw
  * syscalls so other threads keep theirs; what is already the thread's, uid 0, gid 0, no groups, is
- * not switched) and, when umask_valid, gives the thread the request's umask. The thread's umask is
- * made private to it (unshare(CLONE_FS)) the first time. Without privileges the ids stay as they
+ * not switched) and, when umask_valid, gives the thread the request's umask (no system call when it
+ * is the thread's already). The thread's umask is made private to it (unshare(CLONE_FS)) the first
+ * time; after that, only these two functions may change it. Without privileges the ids stay as they
  * are. -EPERM for the id (uid_t)-1 (setresuid() would take it as "unchanged") and for an id the
  * kernel refuses. Where setgroups is denied (a user namespace) the groups are left out. */
 int credentials_enter(Credentials *c, uid_t uid, gid_t gid, const gid_t *groups, unsigned n_groups, bool umask_valid,
