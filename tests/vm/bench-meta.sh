@@ -240,8 +240,9 @@ if [ $host_baseline -eq 1 ] && [ $prepare_only -eq 0 ]; then
                         stat) host_step "$r" stat - sh -c "$busybox find '$hb/$top_name' -exec $busybox stat -c %s {} + > /dev/null" ;;
                         du) host_step "$r" du - sh -c "$busybox du -s '$hb/$top_name' > /dev/null" ;;
                         git)
-                                host_step "$r" git-cold 0 sh -c "cd '$hb/$top_name' && git status --porcelain > '$work/git.out' && wc -l < '$work/git.out'"
-                                host_step "$r" git-warm 0 sh -c "cd '$hb/$top_name' && git status --porcelain > '$work/git.out' && wc -l < '$work/git.out'" ;;
+                                gs="cd '$hb/$top_name' && git status --porcelain > '$work/git.out' && wc -l < '$work/git.out'"
+                                host_step "$r" git-cold 0 sh -c "$gs"
+                                host_step "$r" git-warm 0 sh -c "$gs" ;;
                         rm) host_step "$r" rm - sh -c "rm -rf '$hb/$top_name' && sync" ;;
                         esac
                 done
@@ -320,8 +321,9 @@ while [ $round -lt "$VUFS_ROUNDS" ]; do
                         git)
                                 # Through a file: the status of a pipe into wc is wc's, and a git
                                 # that fails prints nothing either.
-                                run "$t" git-cold $round 0 "cd $d/$top && git status --porcelain > /tmp/git.out && wc -l < /tmp/git.out"
-                                run "$t" git-warm $round 0 "cd $d/$top && git status --porcelain > /tmp/git.out && wc -l < /tmp/git.out" ;;
+                                gs="cd $d/$top && git status --porcelain > /tmp/git.out && wc -l < /tmp/git.out"
+                                run "$t" git-cold $round 0 "$gs"
+                                run "$t" git-warm $round 0 "$gs" ;;
                         rm) run "$t" rm $round - "rm -rf $d/$top && sync" ;;
                         esac
                         k=$((k + 1))
