@@ -47,8 +47,8 @@ bool credentials_can_switch(void) {
 /* Whether this thread already has its own fs_struct (umask, cwd) instead of the process's, and then
  * its umask. Only this file changes the umask of a thread with its own fs_struct, so the copy is
  * exact, and a request whose umask is the thread's already (a guest's 022 against the daemon's 022,
- * nearly every create) costs no umask() going in or coming out: two system calls of a create, 5 % of
- * its backend CPU at queue depth 16 on this machine, where a system call costs ~0.5 µs. */
+ * nearly every create) costs no umask() going in or coming out: two of a create's system calls,
+ * which made create-unlink at queue depth 16 1.09-1.10x faster (docs/benchmarks.md). */
 static _Thread_local bool thread_fs_private;
 static _Thread_local mode_t thread_umask;
 
@@ -73,13 +73,11 @@ int credentials_enter(Credentials *c, uid_t uid, gid_t gid, const gid_t *groups,
                         if (unshare(CLONE_FS) < 0)
                                 return negative_errno();
                         thread_fs_private = true;
-                        thread_umask = umask(want); /* learns the inherited one */
-                        if (thread_umask != want) {
-                                c->old_umask = thread_umask;
-                                c->umask_set = true;
-                                thread_umask = want;
-                        }
-                } else if (want != thread_umask) {
+                        /* Reading the inherited umask means setting one: once per thread. */
+                        thread_umask = umask(0777);
+                        umask(thread_umask);
+                }
+                if (want != thread_umask) {
                         c->old_umask = umask(want);
                         c->umask_set = true;
                         thread_umask = want;
