@@ -134,17 +134,14 @@ header() {
 }
 
 # bench_dir PART: sets work, the working directory of a vufs-bench or poll part, and fs_desc.
-# The default file system is the one a host's ext4 is, made fresh for the part. Whatever /var/tmp
-# happens to be would mix its history into the cells: on an ext4 without a journal (this
-# development machine's root) each create scans past every inode freed in the last minutes
-# (docs/benchmarks.md, "Fourth round"), so create-unlink measures what ran before it.
-# The image is sparse; inode tables and journal are written now (not by ext4lazyinit during the
-# run, where it would be noise). unmount_bench_fs takes it down after the part and on exit.
+# The default is a fresh ext4 per part (tests/vm/scratch-ext4.sh says why /var/tmp as it is would
+# mix its history into the cells); unmount_bench_fs takes it down after the part and on exit.
+# shellcheck source=tests/vm/scratch-ext4.sh
+. "$top/tests/vm/scratch-ext4.sh"
 bench_mnt=
 unmount_bench_fs() {
         [ -n "$bench_mnt" ] || return 0
-        umount "$bench_mnt" 2>/dev/null || umount -l "$bench_mnt" 2>/dev/null || true
-        rm -f "$bench_mnt.img"
+        scratch_ext4_remove "$bench_mnt.img" "$bench_mnt"
         bench_mnt=
 }
 trap unmount_bench_fs EXIT
@@ -157,12 +154,7 @@ bench_dir() {
                 return
         fi
         bench_mnt=$d/fs
-        mkdir -p "$bench_mnt"
-        truncate -s 8G "$bench_mnt.img"
-        mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$bench_mnt.img" >&2 ||
-                die "mkfs.ext4 of $bench_mnt.img failed"
-        mount -o loop "$bench_mnt.img" "$bench_mnt" ||
-                die "mounting $bench_mnt.img on a loop device failed (none here? use --bench-fs dir)"
+        scratch_ext4_mount "$bench_mnt.img" "$bench_mnt" 8G || die "no scratch ext4 for $1 (use --bench-fs dir)"
         fs_desc="a fresh 8 GiB ext4 (mkfs.ext4 defaults, with a journal) on a loop device"
         work=$bench_mnt/work
         mkdir -p "$work"

@@ -70,6 +70,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/vm/common.sh
 . "$here/common.sh"
+# shellcheck source=tests/vm/scratch-ext4.sh
+. "$here/scratch-ext4.sh"
 
 msg() { echo "bench-meta: $*" >&2; }
 die() { msg "error: $*"; exit 2; }
@@ -363,15 +365,13 @@ fi
 
 # ---- the backends ----
 # --share-fs ext4: DIR/share becomes the root of an ext4 of its own (sparse image in DIR), with
-# room for the tree twice and an inode for every entry twice. vm_bench_cleanup unmounts it.
+# room for the tree twice and an inode for every entry twice. vm_bench_cleanup takes it down.
 vm_bench_mounts=()
 make_share_fs() {
         local d=$1
-        truncate -s $((tree_kib * 2 + 512 * 1024))K "$d/share.img"
-        mkfs.ext4 -q -F -N $((entries * 2 + 10000)) -E lazy_itable_init=0,lazy_journal_init=0 "$d/share.img" ||
-                die "mkfs.ext4 of $d/share.img failed"
-        mount -o loop "$d/share.img" "$d/share" || die "mounting $d/share.img failed"
         vm_bench_mounts+=("$d/share")
+        scratch_ext4_mount "$d/share.img" "$d/share" $((tree_kib * 2 + 512 * 1024))K $((entries * 2 + 10000)) ||
+                die "no ext4 for $d/share"
 }
 declare -A tag_name=() tag_pid=() tag_dir=()
 qemu_args=()

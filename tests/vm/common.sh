@@ -148,8 +148,8 @@ vm_bench_start_backend() {
 }
 
 # The benchmarks' EXIT trap: stops the monitor and every backend (SIGTERM, then SIGKILL), reaps
-# them, unmounts what the benchmark listed in vm_bench_mounts (after the daemons, which hold it),
-# removes work and exits with the status the script was leaving with.
+# them, takes down the scratch file systems the benchmark listed in vm_bench_mounts (MNT, with its
+# image at MNT.img; after the daemons, which hold them; tests/vm/scratch-ext4.sh), removes work and exits with the status the script was leaving with.
 # shellcheck disable=SC2154 # monitor_pid and work belong to the benchmark that sources this
 vm_bench_cleanup() {
         local rc=$? p
@@ -164,7 +164,7 @@ vm_bench_cleanup() {
         done
         wait 2>/dev/null || true
         for p in ${vm_bench_mounts[@]+"${vm_bench_mounts[@]}"}; do
-                umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || true
+                scratch_ext4_remove "$p.img" "$p"
         done
         rm -rf "$work"
         exit "$rc"
