@@ -61,6 +61,9 @@ typedef struct BackendSpec {
         bool is_auto;   /* vufsd's auto mode (compared with the best fixed mode) */
         bool polls;     /* vufsd with a busy-poll window: a different knob than the threading mode,
                          * so auto is only compared with fixed modes that poll the same way */
+        bool preset;    /* one of vufs-bench's presets: the same command line but for the threading
+                         * mode and poll window, so auto is only compared with presets (a custom
+                         * command may differ in more, e.g. the sandbox), and customs with customs */
         unsigned max_queues; /* request queues it can serve (virtiofsd: 1) */
 } BackendSpec;
 

@@ -152,6 +152,7 @@ static int add_backend(Options *o, const char *arg) {
                 s->vufsd = true;
                 s->is_auto = streq(mode, "auto");
                 s->polls = poll;
+                s->preset = true;
         } else if (streq(name, "virtiofsd-0") || streq(name, "virtiofsd-pool")) {
                 unsigned n = streq(name, "virtiofsd-0") ? 0 : o->pool_size;
                 if (asprintf(&cmd,
@@ -559,8 +560,9 @@ static void summarize(Options *o, Results *res, unsigned qi, unsigned w, Median 
                         if (s->v_best < 0 || m->ops_s > s->v_ops)
                                 s->v_best = (int) b, s->v_ops = m->ops_s;
                         /* Auto against the fixed threading modes (inline, pool N) with the same
-                                 * busy-poll setting. */
+                         * busy-poll setting and otherwise the same kind of command line. */
                         if (!spec->is_auto && s->v_auto >= 0 && spec->polls == o->backends[s->v_auto].polls &&
+                            spec->preset == o->backends[s->v_auto].preset &&
                             (s->v_best_fixed < 0 || m->ops_s > meds[s->v_best_fixed].ops_s))
                                 s->v_best_fixed = (int) b;
                         if (!isnan(m->cpu_us_per_op) && (isnan(s->v_cpu) || m->cpu_us_per_op < s->v_cpu))
@@ -705,7 +707,8 @@ static void print_markdown(FILE *f, Options *o, Results *res, BareResult *bare, 
                 fprintf(f, "\n\\* best of its side. Target: 1.3× the C virtiofsd's best mode, capped at 85 %% of the "
                            "bare system call rate.%s\n\n",
                         have_auto ? " Auto / best fixed: auto's ops/s over the best fixed threading mode's (same "
-                                    "busy-poll setting) in the same round, median over rounds."
+                                    "busy-poll setting; presets against presets, so the sandbox is the "
+                                    "same) in the same round, median over rounds."
                                   : "");
 
                 fprintf(f, "#### Queue depth %u: backend CPU per operation (µs, all threads)\n\n| workload |",
