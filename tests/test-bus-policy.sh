@@ -94,7 +94,7 @@ start_vufsd() { # start_vufsd INSTANCE extra...: root's vufsd on the current DBU
         pids+=($pid)
         vufsd_pids+=($pid)
         for _ in $(seq 200); do
-                "$T/fsctl" list --quiet 2>/dev/null | grep -qxF "$inst" && return 0
+                grep -qxF "$inst" <<< "$("$T/fsctl" list --quiet 2>/dev/null)" && return 0
                 kill -0 $pid 2>/dev/null || break
                 sleep 0.05
         done

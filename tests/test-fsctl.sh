@@ -54,7 +54,7 @@ start_vufsd() { # start_vufsd INSTANCE SOCKET SHARE extra...
         pids+=($pid)
         vufsd_pids+=($pid)
         for _ in $(seq 200); do
-                "$FSCTL_BINARY" --address "$ADDR" list --quiet 2>/dev/null | grep -qxF -- "$inst" && [ -S "$sock" ] && return 0
+                grep -qxF -- "$inst" <<< "$("$FSCTL_BINARY" --address "$ADDR" list --quiet 2>/dev/null)" && [ -S "$sock" ] && return 0
                 kill -0 $pid 2>/dev/null || break
                 sleep 0.05
         done

@@ -11,6 +11,7 @@ tools/install-deps.sh
 passed=0
 failed=0
 failed_names=()
+failed_logs=()
 
 # Adds the results of one meson test run (from its JSON log) to the totals.
 count_results() {
@@ -33,6 +34,24 @@ PY
         passed=$((passed + p))
         failed=$((failed + f))
         [ "$names" = "-" ] || failed_names+=("$1: $names")
+        [ "$names" = "-" ] || failed_logs+=("$log")
+}
+
+# Prints the last lines each failed test wrote, so that the end of the CI output (often all that is
+# kept of a failed run) says why it failed, not only what.
+print_failure_tails() {
+        python3 - "$@" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    for line in open(path):
+        t = json.loads(line)
+        if t["result"] in ("OK", "EXPECTEDFAIL", "SKIP"):
+            continue
+        out = (t.get("stdout") or "") + (t.get("stderr") or "")
+        tail = out.rstrip("\n").split("\n")[-40:]
+        print(f"---- {t['name']} ({t['result']}, {path}): last {len(tail)} lines ----")
+        print("\n".join(tail))
+PY
 }
 
 # Runs one meson test invocation; a failure is counted, not fatal, so every suite runs.
@@ -87,6 +106,7 @@ run_suite build-fuzz "" --no-rebuild --suite fuzz
 
 echo
 if [ ${#failed_names[@]} -gt 0 ]; then
+        print_failure_tails "${failed_logs[@]}"
         printf 'failed: %s\n' "${failed_names[@]}"
 fi
 echo "vufsd tests: $passed passed, $failed failed"

@@ -44,11 +44,23 @@ if [ ! -s "$tarball" ]; then
         trap cleanup EXIT
         msg "running debootstrap --variant=$variant --include=$packages $suite (cached as $tarball)"
         start=$(date +%s)
-        if ! debootstrap --variant="$variant" --include="$packages" "$suite" "$work/root" >"$work/log" 2>&1; then
+        # Up to three attempts: debootstrap downloads ~100 packages, and one failed fetch on a fresh
+        # machine's network must not fail the suite. Each attempt starts from an empty directory.
+        attempt=1
+        until debootstrap --variant="$variant" --include="$packages" "$suite" "$work/root" >"$work/log" 2>&1; do
                 tail -n 30 "$work/log" >&2
-                msg "debootstrap failed"
-                exit 1
-        fi
+                if [ "$attempt" -ge 3 ]; then
+                        msg "debootstrap failed $attempt times"
+                        exit 1
+                fi
+                msg "debootstrap failed (attempt $attempt); retrying in 10 s"
+                for m in $(awk -v w="$work/root/" 'index($2, w) == 1 { print $2 }' /proc/self/mounts | sort -r); do
+                        umount -l "$m" 2>/dev/null || true
+                done
+                rm -rf --one-file-system "$work/root"
+                attempt=$((attempt + 1))
+                sleep 10
+        done
         # Pristine apt caches are not needed to boot.
         rm -rf "$work/root/var/cache/apt/archives/"*.deb "$work/root/var/lib/apt/lists/"*
         tar -C "$work/root" --numeric-owner -cf "$work/root.tar" .

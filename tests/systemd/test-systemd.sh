@@ -246,6 +246,25 @@ wait_state() {
         return 1
 }
 
+# Prints the journal of the matches given ($@, journalctl matches or -u UNIT) once a line matching
+# the extended regex $1 is in it, waiting up to 15 s: journald reads a unit's stderr
+# asynchronously, so the message of a process that has exited can reach the journal after
+# systemctl start has returned. Prints what is there and returns 1 when the line never comes.
+journal_wait() {
+        local pattern=$1 out i
+        shift
+        for i in $(seq 75); do
+                out=$(ns journalctl --no-pager -o cat "$@")
+                if grep -Eq -- "$pattern" <<< "$out"; then
+                        echo "$out"
+                        return 0
+                fi
+                sleep 0.2
+        done
+        echo "$out"
+        return 1
+}
+
 t_checks=$(now)
 
 # ---- 1. systemd-analyze verify ----
@@ -295,11 +314,11 @@ pass "org.vufsd.Instance.vm1 owned by vufsd-bus (uid $owner), not root"
 # fsctl (issue 5): status, set-threads as root and as nobody.
 [ -x "$root/usr/bin/fsctl" ] || fail "fsctl is not installed (/usr/bin/fsctl): the control-plane checks cannot run"
 out=$(ns fsctl -i vm1 status 2>&1) || { echo "$out" >&2; fail "fsctl -i vm1 status"; }
-echo "$out" | grep -q vm1 || { echo "$out" >&2; fail "fsctl status does not name the instance"; }
+grep -q vm1 <<< "$out" || { echo "$out" >&2; fail "fsctl status does not name the instance"; }
 pass "fsctl -i vm1 status: $(echo "$out" | paste -sd' ' | cut -c1-160)"
 ns fsctl -i vm1 set-threads 4 > "$tmp/fsctl-root.out" 2>&1 || { cat "$tmp/fsctl-root.out" >&2; fail "fsctl set-threads 4 as root"; }
 out=$(ns fsctl -i vm1 status --json 2>&1) || fail "fsctl status --json"
-echo "$out" | grep -q '"pool"' || { echo "$out" >&2; fail "set-threads 4 did not switch to the pool"; }
+grep -q '"pool"' <<< "$out" || { echo "$out" >&2; fail "set-threads 4 did not switch to the pool"; }
 pass "fsctl -i vm1 set-threads 4 as root"
 # STATUS= is refreshed every 5 s with the live mode and the request rate.
 for _ in $(seq 40); do
@@ -325,8 +344,8 @@ pids=$(ns cat "/sys/fs/cgroup/systemd$cg/cgroup.procs" 2>/dev/null || ns cat "/s
 [ -n "$pids" ] || fail "no processes in the cgroup $cg of vufsd@vm1.service"
 for p in $pids; do
         st=$(ns cat "/proc/$p/status")
-        echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' || fail "vufsd pid $p: NoNewPrivs not set"
-        echo "$st" | grep -q '^Seccomp:[[:space:]]*2' || fail "vufsd pid $p: no seccomp filter"
+        grep -q '^NoNewPrivs:[[:space:]]*1' <<< "$st" || fail "vufsd pid $p: NoNewPrivs not set"
+        grep -q '^Seccomp:[[:space:]]*2' <<< "$st" || fail "vufsd pid $p: no seccomp filter"
         bnd=$(echo "$st" | awk '/^CapBnd:/ { print $2 }')
         [ $(( 0x$bnd & ~0x$want_bnd )) -eq 0 ] || fail "vufsd pid $p: CapBnd $bnd exceeds the unit's $want_bnd"
         eff=$(echo "$st" | awk '/^CapEff:/ { print $2 }')
@@ -389,17 +408,15 @@ sleep 1
 [ "$(prop vufsd@bad.service ExecMainStatus)" = 78 ] || fail "bad: exit status $(prop vufsd@bad.service ExecMainStatus)"
 [ "$(prop vufsd@bad.service NRestarts)" = 0 ] || fail "bad: restarted $(prop vufsd@bad.service NRestarts) times"
 [ "$(prop vufsd@bad.service StatusErrno)" = 22 ] || fail "bad: StatusErrno=$(prop vufsd@bad.service StatusErrno)"
-journal=$(ns journalctl --no-pager -o cat -u vufsd@bad.service)
-echo "$journal" | grep -q '/etc/vufsd/bad.conf: \[Share\] Cache=sometimes: unknown cache policy' ||
+journal=$(journal_wait '/etc/vufsd/bad\.conf: \[Share\] Cache=sometimes: unknown cache policy' -u vufsd@bad.service) ||
         { echo "$journal" >&2; fail "bad: the journal does not explain the error"; }
 pass "broken config: unit failed once (exit 78, ERRNO 22, no restart); journal: $(echo "$journal" | grep bad.conf | head -n 1)"
 
 ns systemctl start vufsd@nocfg.service 2> /dev/null && fail "vufsd@nocfg.service started without a config"
 sleep 1
 [ "$(prop vufsd@nocfg.service ExecMainStatus)" = 78 ] || fail "nocfg: exit status $(prop vufsd@nocfg.service ExecMainStatus)"
-journal=$(ns journalctl --no-pager -o cat -u vufsd@nocfg.service)
-echo "$journal" | grep -q 'no shared directory: set \[Share\] Directory= in /etc/vufsd/nocfg.conf, which does not exist' ||
-        { echo "$journal" >&2; fail "nocfg: the journal does not explain the error"; }
+journal=$(journal_wait 'no shared directory: set \[Share\] Directory= in /etc/vufsd/nocfg\.conf, which does not exist' \
+        -u vufsd@nocfg.service) || { echo "$journal" >&2; fail "nocfg: the journal does not explain the error"; }
 pass "missing config: unit failed with: $(echo "$journal" | grep 'no shared directory' | head -n 1)"
 ns systemctl stop vufsd@bad.socket vufsd@nocfg.socket
 ns systemctl reset-failed
@@ -475,10 +492,10 @@ upids=$(ns cat "/sys/fs/cgroup/systemd$cg/cgroup.procs" 2>/dev/null || ns cat "/
 uns=
 for p in $upids; do
         st=$(ns cat "/proc/$p/status")
-        echo "$st" | grep -q "^Uid:[[:space:]]*${uuid}[[:space:]]${uuid}[[:space:]]${uuid}[[:space:]]${uuid}\$" ||
+        grep -q "^Uid:[[:space:]]*${uuid}[[:space:]]${uuid}[[:space:]]${uuid}[[:space:]]${uuid}\$" <<< "$st" ||
                 fail "user vufsd pid $p does not run as uid $uuid: $(echo "$st" | grep ^Uid:)"
-        echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' || fail "user vufsd pid $p: NoNewPrivs not set"
-        echo "$st" | grep -q '^Seccomp:[[:space:]]*2' || fail "user vufsd pid $p: no seccomp filter"
+        grep -q '^NoNewPrivs:[[:space:]]*1' <<< "$st" || fail "user vufsd pid $p: NoNewPrivs not set"
+        grep -q '^Seccomp:[[:space:]]*2' <<< "$st" || fail "user vufsd pid $p: no seccomp filter"
         uns="$uns pid $p $(ns readlink "/proc/$p/ns/user")"
 done
 owner=$(as_user busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
@@ -487,13 +504,13 @@ owner=$(as_user busctl --user call org.freedesktop.DBus /org/freedesktop/DBus or
 pass "a connection activated the user's vufsd@vm1.service (main pid $upid; uid $uuid, NoNewPrivs, seccomp for each of:$uns); it owns org.vufsd.Instance.vm1 on the session bus"
 
 out=$(as_user fsctl --user -i vm1 stats 2>&1) || { echo "$out" >&2; fail "fsctl --user -i vm1 stats"; }
-echo "$out" | grep -q '^READ  *[1-9]' && echo "$out" | grep -q '^CREATE  *[1-9]' ||
+grep -q '^READ  *[1-9]' <<< "$out" && grep -q '^CREATE  *[1-9]' <<< "$out" ||
         { echo "$out" >&2; fail "fsctl --user stats does not show the client's READ and CREATE"; }
-pass "fsctl --user -i vm1 stats: $(echo "$out" | grep -E '^(READ|CREATE) ' | tr -s ' ' | paste -sd';')"
+pass "fsctl --user -i vm1 stats: $(grep -E '^(READ|CREATE) ' <<< "$out" | tr -s ' ' | paste -sd';')"
 as_user fsctl --user -i vm1 set-threads 2 > "$tmp/fsctl-user.out" 2>&1 || { cat "$tmp/fsctl-user.out" >&2; fail "fsctl --user set-threads 2"; }
 as_user fsctl --user -i vm1 set-cache never > "$tmp/fsctl-user.out" 2>&1 || { cat "$tmp/fsctl-user.out" >&2; fail "fsctl --user set-cache never"; }
 out=$(as_user fsctl --user -i vm1 status --json 2>&1) || fail "fsctl --user status --json"
-echo "$out" | grep -q '"thread_mode":"pool"' && echo "$out" | grep -q '"cache_policy":"never"' ||
+grep -q '"thread_mode":"pool"' <<< "$out" && grep -q '"cache_policy":"never"' <<< "$out" ||
         { echo "$out" >&2; fail "set-threads/set-cache over the session bus did not take"; }
 # The system bus knows nothing of the user's instance.
 ns fsctl -i vm1 status > /dev/null 2>&1 && fail "fsctl (system bus) found the user's instance"
@@ -515,8 +532,8 @@ as_user systemctl --user start vufsd@sysonly.service 2> /dev/null && fail "user 
 sleep 1
 [ "$(uprop vufsd@sysonly.service ExecMainStatus)" = 78 ] || fail "user sysonly: exit status $(uprop vufsd@sysonly.service ExecMainStatus)"
 [ "$(uprop vufsd@sysonly.service NRestarts)" = 0 ] || fail "user sysonly: restarted $(uprop vufsd@sysonly.service NRestarts) times"
-journal=$(ns journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=vufsd@sysonly.service)
-echo "$journal" | grep -q "cannot use configuration file /home/$uname/.config/vufsd/sysonly.conf: No such file or directory" ||
+journal=$(journal_wait "cannot use configuration file /home/$uname/\.config/vufsd/sysonly\.conf: No such file or directory" \
+        _SYSTEMD_USER_UNIT=vufsd@sysonly.service) ||
         { echo "$journal" >&2; fail "user sysonly: the journal does not name the missing ~/.config file"; }
 as_user systemctl --user stop vufsd@sysonly.socket
 pass "user form without ~/.config/vufsd/sysonly.conf: failed once (exit 78), /etc/vufsd/sysonly.conf not used ($(since "$t")s for the user checks)"

@@ -137,7 +137,7 @@ missing=$(vm_missing_prerequisites)
 for c in git tar xz date $([ "$share_fs" = ext4 ] && echo mkfs.ext4 losetup); do
         command -v "$c" >/dev/null || die "$c is not installed"
 done
-tar --version 2>/dev/null | grep -q 'GNU tar' || die "tar is not GNU tar"
+grep -q 'GNU tar' <<< "$(tar --version 2>/dev/null)" || die "tar is not GNU tar"
 kver=$(vm_kernel_version)
 build_dir=${VUFS_VM_BUILD_DIR:-/var/tmp/vufs-vm}
 mkdir -p "$out" "$build_dir"
@@ -260,7 +260,7 @@ cat > "$guest_script.new" <<'GUEST'
 # on the console for the host's CPU accounting. $1 = mount point of VUFS_TAG.
 mnt=$1
 top=$VUFS_TOP
-/usr/bin/tar --version | grep -q 'GNU tar' || { echo "VUFS-META-ERROR no GNU tar"; exit 1; }
+case "$(/usr/bin/tar --version)" in *"GNU tar"*) ;; *) echo "VUFS-META-ERROR no GNU tar"; exit 1 ;; esac
 [ -b /dev/vda ] || { echo "VUFS-META-ERROR no /dev/vda (the tree's tar)"; exit 1; }
 i=0
 for t in $(echo "$VUFS_TAGS" | tr ',' ' '); do
@@ -450,7 +450,7 @@ qemu_pid() {
         local p
         for p in /proc/[0-9]*; do
                 [ "$(cat "$p/comm" 2>/dev/null)" = qemu-system-x86 ] || continue
-                if tr '\0' '\n' < "$p/cmdline" 2>/dev/null | grep -qx -- "socket,id=char0,path=$sock0"; then
+                if grep -qx -- "socket,id=char0,path=$sock0" <<< "$(tr '\0' '\n' < "$p/cmdline" 2>/dev/null)"; then
                         echo "${p#/proc/}"
                         return 0
                 fi

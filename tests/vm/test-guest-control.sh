@@ -43,7 +43,7 @@ refused=0
 i=0
 while kill -0 $guest_pid 2>/dev/null; do
         # Only changes while the guest is connected count; before and between, just wait.
-        if "$FSCTL_BINARY" --address "$ADDR" -i guestctl status --json 2>/dev/null | grep -q '"connected":true'; then
+        if grep -q '"connected":true' <<< "$("$FSCTL_BINARY" --address "$ADDR" -i guestctl status --json 2>/dev/null)"; then
                 # shellcheck disable=SC2086
                 if fsctl ${settings[i % ${#settings[@]}]} 2>>"$T/fsctl.err"; then
                         changes=$((changes + 1))

@@ -218,8 +218,10 @@ h_reboot() {
 h_owner() {
         # The guest runs as root; the files it created must not belong to anyone else.
         local bad
-        bad=$(find "$share/guest-data" "$share/guest-links" ! -uid 0 | head -n 3)
-        [ -z "$bad" ] || { echo "not owned by root: $bad"; return 1; }
+        # -print -quit stops find itself: a "find | head" pipeline would fail under pipefail when
+        # head leaves early, hiding the message below.
+        bad=$(find "$share/guest-data" "$share/guest-links" ! -uid 0 -print -quit)
+        [ -z "$bad" ] || { echo "not owned by root (the first found): $bad"; return 1; }
 }
 
 hcheck "guest's multi-MB files match the guest's checksums" h_guest_data
