@@ -23,7 +23,7 @@ while IFS= read -r -d '' f; do
                 echo "$hits" | sed "s|^|${f#"$top"/}:|"
                 found=1
         fi
-done < <(find "$top" \( -name .git -o -name 'build*' -o -name subprojects \) -prune -o -type f \
+done < <(find "$top" -type d \( -name .git -o -name 'build*' -o -name subprojects \) -prune -o -type f \
         \( -name '*.sh' -o -path "$top/.ci/*" -o -path "$top/tools/*" \) -print0)
 
 if [ "$found" = 1 ]; then
