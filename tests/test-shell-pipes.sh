@@ -16,7 +16,7 @@ while IFS= read -r -d '' f; do
         *.sh) ;;
         *) IFS= read -r first < "$f" || true; case "$first" in '#!'*sh*) ;; *) continue ;; esac ;;
         esac
-        grep -Eq '^[[:space:]]*set -[a-z]*o pipefail|^[[:space:]]*set -o pipefail' "$f" || continue
+        grep -Eq '^[[:space:]]*set -[a-z]*o pipefail' "$f" || continue
         # Lines that are not comments and pipe into an early-exiting grep.
         if hits=$(grep -nE '\|[[:space:]]*grep[[:space:]]+([^|]*[[:space:]])?(-[A-Za-z]*q[A-Za-z]*|--quiet|--silent)([[:space:]]|$)' "$f" |
                 grep -vE '^[0-9]+:[[:space:]]*#'); then

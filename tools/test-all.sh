@@ -11,47 +11,37 @@ tools/install-deps.sh
 passed=0
 failed=0
 failed_names=()
-failed_logs=()
+# The last lines each failed test wrote, printed before the totals so that the end of the CI output
+# (often all that is kept of a failed run) says why a test failed, not only which.
+failure_tails=$(mktemp)
+trap 'rm -f "$failure_tails"' EXIT
 
-# Adds the results of one meson test run (from its JSON log) to the totals.
+# Adds the results of one meson test run (from its JSON log) to the totals, and each failed test's
+# last 40 lines of output to $failure_tails.
 count_results() {
         local log=$1/meson-logs/testlog${2:+-$2}.json
         [ -f "$log" ] || return 0
-        read -r p f names < <(python3 - "$log" <<'PY'
+        read -r p f names < <(python3 - "$log" "$failure_tails" <<'PY'
 import json, sys
 p = f = 0
 bad = []
-for line in open(sys.argv[1]):
-    t = json.loads(line)
-    if t["result"] in ("OK", "EXPECTEDFAIL"):
-        p += 1
-    elif t["result"] != "SKIP":
-        f += 1
-        bad.append(t["name"])
+with open(sys.argv[2], "a") as tails:
+    for line in open(sys.argv[1]):
+        t = json.loads(line)
+        if t["result"] in ("OK", "EXPECTEDFAIL"):
+            p += 1
+        elif t["result"] != "SKIP":
+            f += 1
+            bad.append(t["name"])
+            out = ((t.get("stdout") or "") + (t.get("stderr") or "")).rstrip("\n").split("\n")[-40:]
+            tails.write(f"---- {t['name']} ({t['result']}, {sys.argv[1]}): last {len(out)} lines ----\n")
+            tails.write("\n".join(out) + "\n")
 print(p, f, ",".join(bad) or "-")
 PY
 )
         passed=$((passed + p))
         failed=$((failed + f))
         [ "$names" = "-" ] || failed_names+=("$1: $names")
-        [ "$names" = "-" ] || failed_logs+=("$log")
-}
-
-# Prints the last lines each failed test wrote, so that the end of the CI output (often all that is
-# kept of a failed run) says why it failed, not only what.
-print_failure_tails() {
-        python3 - "$@" <<'PY'
-import json, sys
-for path in sys.argv[1:]:
-    for line in open(path):
-        t = json.loads(line)
-        if t["result"] in ("OK", "EXPECTEDFAIL", "SKIP"):
-            continue
-        out = (t.get("stdout") or "") + (t.get("stderr") or "")
-        tail = out.rstrip("\n").split("\n")[-40:]
-        print(f"---- {t['name']} ({t['result']}, {path}): last {len(tail)} lines ----")
-        print("\n".join(tail))
-PY
 }
 
 # Runs one meson test invocation; a failure is counted, not fatal, so every suite runs.
@@ -106,7 +96,7 @@ run_suite build-fuzz "" --no-rebuild --suite fuzz
 
 echo
 if [ ${#failed_names[@]} -gt 0 ]; then
-        print_failure_tails "${failed_logs[@]}"
+        cat "$failure_tails"
         printf 'failed: %s\n' "${failed_names[@]}"
 fi
 echo "vufsd tests: $passed passed, $failed failed"

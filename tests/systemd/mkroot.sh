@@ -32,15 +32,16 @@ tarball=$cache/root-$suite-$key.tar
 if [ ! -s "$tarball" ]; then
         mkdir -p "$cache"
         work=$(mktemp -d "$cache/build.XXXXXX")
-        # debootstrap mounts /proc (and more) inside the root: unmount before removing anything,
-        # and never cross into another file system while removing.
-        cleanup() {
+        # debootstrap mounts /proc (and more) inside the root: remove_tree DIR unmounts what is
+        # below DIR before removing it, and never crosses into another file system while removing.
+        remove_tree() {
                 local m
-                for m in $(awk -v w="$work/" 'index($2, w) == 1 { print $2 }' /proc/self/mounts | sort -r); do
+                for m in $(awk -v w="$1/" 'index($2, w) == 1 { print $2 }' /proc/self/mounts | sort -r); do
                         umount -l "$m" 2>/dev/null || true
                 done
-                rm -rf --one-file-system "$work"
+                rm -rf --one-file-system "$1"
         }
+        cleanup() { remove_tree "$work"; }
         trap cleanup EXIT
         msg "running debootstrap --variant=$variant --include=$packages $suite (cached as $tarball)"
         start=$(date +%s)
@@ -54,10 +55,7 @@ if [ ! -s "$tarball" ]; then
                         exit 1
                 fi
                 msg "debootstrap failed (attempt $attempt); retrying in 10 s"
-                for m in $(awk -v w="$work/root/" 'index($2, w) == 1 { print $2 }' /proc/self/mounts | sort -r); do
-                        umount -l "$m" 2>/dev/null || true
-                done
-                rm -rf --one-file-system "$work/root"
+                remove_tree "$work/root"
                 attempt=$((attempt + 1))
                 sleep 10
         done
