@@ -1,14 +1,12 @@
 /* bus.c: the org.vufsd.Daemon1 object: properties, methods and PropertiesChanged over sd-bus. */
 #include "bus.h"
 
-#include <grp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-id128.h>
 #include <systemd/sd-login.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,19 +15,14 @@
 #include "executor.h"
 #include "log.h"
 #include "manager.h"
+#include "sandbox.h"
 #include "stats.h"
-
-/* Startup must not hang on a stuck bus: every synchronous call we make gets this long. */
-#define BUS_CALL_TIMEOUT_USEC (5ULL * 1000 * 1000)
 
 struct Bus {
         Manager *manager;
         sd_bus *bus;
         char *instance;
-        char *name;
         uint64_t start_usec; /* CLOCK_MONOTONIC at bus_open(), for UptimeUSec */
-        gid_t admin_gid;     /* BUS_ADMIN_GROUP, looked up before the sandbox hides /etc; -1 if none */
-        uid_t self_uid;      /* "our own user" for check_caller_privileged(), see bus_open() */
 
         /* What PropertiesChanged last announced (bus_device_changed() compares against it). */
         bool connected;
@@ -38,7 +31,7 @@ struct Bus {
         uint64_t features;
         uint64_t protocol_features;
 
-        bool lost; /* the bus went away; logged once, nothing more is sent */
+        bool lost; /* the control channel went away; nothing more is sent */
 };
 
 static uint64_t now_usec(void) {
@@ -170,7 +163,7 @@ static int property_get_options(sd_bus *bus, const char *path, const char *inter
                 { "posix_lock", o->posix_lock },
                 { "flock", o->flock },
         };
-        char timeout[64];
+        char timeout[64], nodes[64], privileged[64], inode_fds[64];
         int r;
 
         r = sd_bus_message_open_container(reply, 'a', "s");
@@ -180,6 +173,20 @@ static int property_get_options(sd_bus *bus, const char *path, const char *inter
         if (r >= 0 && o->timeout >= 0) {
                 snprintf(timeout, sizeof timeout, "timeout=%g", o->timeout);
                 r = sd_bus_message_append(reply, "s", timeout);
+        }
+        if (r >= 0) { /* the node budget in force, default or not (docs/security.md, "Bounds") */
+                snprintf(nodes, sizeof nodes, "max_nodes=%" PRIu64, passthrough_max_nodes(((Bus *) userdata)->manager->passthrough));
+                r = sd_bus_message_append(reply, "s", nodes);
+        }
+        if (r >= 0) { /* as it works: map without a key or user xattrs works as refuse (docs/security.md) */
+                snprintf(privileged, sizeof privileged, "privileged_files=%s",
+                         privileged_files_to_string(passthrough_privileged_files(((Bus *) userdata)->manager->passthrough)));
+                r = sd_bus_message_append(reply, "s", privileged);
+        }
+        if (r >= 0) { /* the inode fds kept open, default or not (--max-inode-fds) */
+                snprintf(inode_fds, sizeof inode_fds, "max_inode_fds=%" PRIu64,
+                         passthrough_max_inode_fds(((Bus *) userdata)->manager->passthrough));
+                r = sd_bus_message_append(reply, "s", inode_fds);
         }
         if (r < 0)
                 return r;
@@ -274,6 +281,19 @@ static int property_get_uptime(sd_bus *bus, const char *path, const char *interf
         return sd_bus_message_append(reply, "t", now_usec() - b->start_usec);
 }
 
+/* Serving processes started after a death (--crash-restarts, docs/survival.md): the spawner counts
+ * them, each new process knows its number; the pause is the last takeover's. */
+static int property_get_restarts(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                 sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "u", (uint32_t) sandbox_generation());
+}
+
+static int property_get_restart_pause(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                      sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Bus *b = userdata;
+        return sd_bus_message_append(reply, "t", b->manager->restart_pause_usec);
+}
+
 static int property_get_in_flight(sd_bus *bus, const char *path, const char *interface, const char *property,
                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         _cleanup_free_ StatsSnapshot *snap = malloc(sizeof *snap);
@@ -284,61 +304,31 @@ static int property_get_in_flight(sd_bus *bus, const char *path, const char *int
         return sd_bus_message_append(reply, "t", snap->in_flight);
 }
 
-/* ---- methods ---- */
+/* The guest's share of the daemon's resources against their bounds (docs/security.md, "Bounds"):
+ * fds held for the guest's inodes and handles, and the inodes it made us remember. NodesUsed
+ * counts the linked inodes (the root included); forgotten ones a request still uses are charged to
+ * the budget too, so the budget may be reached a little before NodesUsed reads NodeBudgetMax. */
+static int property_get_budget(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = ((Bus *) userdata)->manager;
+        uint64_t v;
 
-/* Defence in depth behind the bus policy: changes come from root, our own user, or a member of
- * BUS_ADMIN_GROUP. The uid and groups are what the bus daemon recorded from the caller's socket
- * when it connected (GetConnectionCredentials: UnixUserID, UnixGroupIDs), not /proc, so a caller
- * cannot race them; sd-bus 252 does not hand the groups on, hence the direct call. */
-static int check_caller_privileged(Bus *b, sd_bus_message *msg, sd_bus_error *error) {
-        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        const char *sender = sd_bus_message_get_sender(msg), *key;
-        bool have_uid = false, in_group = false;
-        uint32_t uid = 0;
-        int r;
-
-        if (!sender)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
-                                         "Cannot determine who is calling; changes are refused");
-        r = sd_bus_call_method(sd_bus_message_get_bus(msg), "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                               "org.freedesktop.DBus", "GetConnectionCredentials", &e, &reply, "s", sender);
-        if (r >= 0)
-                r = sd_bus_message_enter_container(reply, 'a', "{sv}");
-        while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(reply, "s", &key);
-                if (r < 0)
-                        break;
-                if (streq(key, "UnixUserID")) {
-                        r = sd_bus_message_read(reply, "v", "u", &uid);
-                        have_uid = r >= 0;
-                } else if (streq(key, "UnixGroupIDs")) {
-                        uint32_t gid;
-                        r = sd_bus_message_enter_container(reply, 'v', "au");
-                        if (r >= 0)
-                                r = sd_bus_message_enter_container(reply, 'a', "u");
-                        while (r >= 0 && (r = sd_bus_message_read(reply, "u", &gid)) > 0)
-                                if (b->admin_gid != (gid_t) -1 && gid == b->admin_gid)
-                                        in_group = true;
-                        if (r >= 0)
-                                r = sd_bus_message_exit_container(reply);
-                        if (r >= 0)
-                                r = sd_bus_message_exit_container(reply);
-                } else
-                        r = sd_bus_message_skip(reply, "v");
-                if (r >= 0)
-                        r = sd_bus_message_exit_container(reply);
-        }
-        if (r < 0 || !have_uid)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
-                                         "Cannot determine who is calling (%s); changes are refused",
-                                         e.message ?: strerror(r < 0 ? -r : ENODATA));
-        if (uid == 0 || uid == b->self_uid || in_group)
-                return 0;
-        return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
-                                 "Only root and members of the group \"%s\" may change vufsd instance \"%s\"",
-                                 BUS_ADMIN_GROUP, b->instance);
+        if (streq(property, "FdsUsed"))
+                v = passthrough_fds_used(m->passthrough);
+        else if (streq(property, "FdBudgetMax"))
+                v = passthrough_fd_budget_max(m->passthrough);
+        else if (streq(property, "NodesUsed"))
+                v = passthrough_inode_count(m->passthrough);
+        else if (streq(property, "InodeFdsCached"))
+                v = passthrough_inode_fds(m->passthrough);
+        else if (streq(property, "InodeFdsMax"))
+                v = passthrough_max_inode_fds(m->passthrough);
+        else
+                v = passthrough_max_nodes(m->passthrough);
+        return sd_bus_message_append(reply, "t", v);
 }
+
+/* ---- methods ---- */
 
 static int emit_changed(Bus *b, char **names) {
         int r;
@@ -363,9 +353,6 @@ static int method_set_threads(sd_bus_message *msg, void *userdata, sd_bus_error 
         int r;
 
         r = sd_bus_message_read(msg, "su", &mode_str, &size);
-        if (r < 0)
-                return r;
-        r = check_caller_privileged(b, msg, error);
         if (r < 0)
                 return r;
 
@@ -416,9 +403,6 @@ static int method_set_cache_policy(sd_bus_message *msg, void *userdata, sd_bus_e
         r = sd_bus_message_read(msg, "s", &s);
         if (r < 0)
                 return r;
-        r = check_caller_privileged(b, msg, error);
-        if (r < 0)
-                return r;
 
         p = cache_policy_from_string(s);
         if (p < 0)
@@ -465,9 +449,6 @@ static int method_set_poll_us(sd_bus_message *msg, void *userdata, sd_bus_error 
         r = sd_bus_message_read(msg, "u", &us);
         if (r < 0)
                 return r;
-        r = check_caller_privileged(b, msg, error);
-        if (r < 0)
-                return r;
 
         if (us > DEVICE_MAX_POLL_US)
                 return sd_bus_error_setf(error, BUS_ERROR_OUT_OF_RANGE,
@@ -487,9 +468,6 @@ static int method_set_poll_mode(sd_bus_message *msg, void *userdata, sd_bus_erro
         r = sd_bus_message_read(msg, "s", &mode);
         if (r < 0)
                 return r;
-        r = check_caller_privileged(b, msg, error);
-        if (r < 0)
-                return r;
 
         if (streq(mode, "auto"))
                 us = DEVICE_POLL_AUTO;
@@ -506,11 +484,7 @@ static int method_set_poll_mode(sd_bus_message *msg, void *userdata, sd_bus_erro
 
 static int method_reset_statistics(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Bus *b = userdata;
-        int r;
 
-        r = check_caller_privileged(b, msg, error);
-        if (r < 0)
-                return r;
         stats_reset(b->manager->stats);
         log_info("Statistics reset (by bus request)");
         return sd_bus_reply_method_return(msg, NULL);
@@ -592,9 +566,61 @@ static int method_get_statistics(sd_bus_message *msg, void *userdata, sd_bus_err
         return sd_bus_send(NULL, reply, NULL);
 }
 
-/* Every member carries SD_BUS_VTABLE_UNPRIVILEGED: who may call what is the bus policy's job
- * (policy/org.vufsd.conf), backed by check_caller_privileged() for the changing methods; sd-bus's
- * own check would demand CAP_SYS_ADMIN and lock out the admin group. */
+/* Failed requests by errno, all opcodes together, since the last reset: only non-zero entries,
+ * by errno; 0 counts the errnos beyond the table (STATS_MAX_ERRNO). */
+static int append_error_counts(sd_bus_message *reply, const StatsSnapshot *snap) {
+        int r = 0;
+
+        for (unsigned e = 0; r >= 0 && e < STATS_MAX_ERRNO; e++)
+                if (snap->errnos[e] > 0)
+                        r = sd_bus_message_append(reply, "(ut)", e, snap->errnos[e]);
+        return r;
+}
+
+/* The sum of the latencies in microseconds per opcode seen since the last reset (the _sum of the
+ * histogram GetStatistics gives), by opcode; 0 is "unknown", as there. */
+static int append_latency_sums(sd_bus_message *reply, const StatsSnapshot *snap) {
+        int r = 0;
+
+        for (unsigned op = 0; r >= 0 && op < STATS_MAX_OPCODE; op++)
+                if (snap->op[op].requests > 0)
+                        r = sd_bus_message_append(reply, "(ut)", op, snap->op[op].latency_sum_us);
+        return r;
+}
+
+/* Replies with one a(ut) array that append() fills from a fresh snapshot. */
+static int reply_snapshot_pairs(sd_bus_message *msg, Bus *b,
+                                int (*append)(sd_bus_message *reply, const StatsSnapshot *snap)) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ StatsSnapshot *snap = malloc(sizeof *snap);
+        int r;
+
+        if (!snap)
+                return -ENOMEM;
+        stats_snapshot(b->manager->stats, snap);
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(ut)");
+        if (r >= 0)
+                r = append(reply, snap);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_get_error_counts(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return reply_snapshot_pairs(msg, userdata, append_error_counts);
+}
+
+static int method_get_latency_sums(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return reply_snapshot_pairs(msg, userdata, append_latency_sums);
+}
+
+/* Every member carries SD_BUS_VTABLE_UNPRIVILEGED: the only peer is the supervisor's relay, which
+ * has checked the caller (the bus policy, and control-relay.c's check for the changing methods);
+ * sd-bus's own check would demand CAP_SYS_ADMIN of a peer it knows nothing about. */
 static const sd_bus_vtable daemon_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("SetThreads", SD_BUS_ARGS("s", mode, "u", size), SD_BUS_NO_RESULT,
@@ -611,6 +637,10 @@ static const sd_bus_vtable daemon_vtable[] = {
                                 SD_BUS_RESULT("t", timestamp, "t", in_flight, "s", thread_mode, "u", pool_size,
                                               "a{st}", executor, "a(ustttat)", opcodes, "a(ustttat)", queues),
                                 method_get_statistics, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetErrorCounts", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ut)", errors),
+                                method_get_error_counts, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetLatencySums", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ut)", sums),
+                                method_get_latency_sums, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_PROPERTY("Instance", "s", property_get_instance, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("SharedDirectory", "s", property_get_shared_directory, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -631,6 +661,14 @@ static const sd_bus_vtable daemon_vtable[] = {
         SD_BUS_PROPERTY("PollMode", "s", property_get_poll_mode, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("UptimeUSec", "t", property_get_uptime, 0, 0),
         SD_BUS_PROPERTY("InFlight", "t", property_get_in_flight, 0, 0),
+        SD_BUS_PROPERTY("Restarts", "u", property_get_restarts, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("LastRestartPauseUSec", "t", property_get_restart_pause, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("FdsUsed", "t", property_get_budget, 0, 0),
+        SD_BUS_PROPERTY("FdBudgetMax", "t", property_get_budget, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("NodesUsed", "t", property_get_budget, 0, 0),
+        SD_BUS_PROPERTY("NodeBudgetMax", "t", property_get_budget, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("InodeFdsCached", "t", property_get_budget, 0, 0),
+        SD_BUS_PROPERTY("InodeFdsMax", "t", property_get_budget, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_VTABLE_END
 };
 
@@ -666,16 +704,14 @@ void bus_device_changed(Bus *b) {
 static int on_bus_disconnected(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Bus *b = userdata;
 
+        /* The supervisor is going away (it outlives the daemon otherwise). */
         if (!b->lost)
-                log_warning("Lost the connection to the D-Bus bus: %s is gone, the guest is still served",
-                            b->name);
+                log_debug("The control channel closed: %s is no longer reachable", b->instance);
         b->lost = true;
         return 0;
 }
 
-/* The instance name: --instance, else the instance of the systemd template unit we run in
- * (vufsd@NAME.service), else "pid<PID>" so that unrelated daemons never collide. */
-static int resolve_instance(const Config *c, char **ret) {
+int bus_resolve_instance(const Config *c, char **ret) {
         _cleanup_free_ char *unit = NULL;
         char *at, *dot;
 
@@ -691,160 +727,11 @@ static int resolve_instance(const Config *c, char **ret) {
         return asprintf(ret, "pid%d", (int) getpid()) < 0 ? -ENOMEM : 0;
 }
 
-/* Who the bus sees. Run as root, vufsd does not connect to the system bus as root: a daemon
- * taken over through a guest would keep a root connection, and root may call every root-only
- * service on the host bus (systemd's StartTransientUnit is host root). The connection is made with
- * the dedicated unprivileged identity BusUser= (default BUS_DAEMON_USER) instead; dbus-daemon takes
- * the peer's credentials at connect() (SO_PEERCRED) and checks the uid sd-bus claims in AUTH
- * EXTERNAL against them, so the whole connection belongs to that user, whose only right in the
- * policy is owning org.vufsd.Instance.* names. */
-typedef struct BusIdentity {
-        bool switch_ids; /* false: connect as the process is (not root, or a bus chosen by address) */
-        uid_t uid;
-        gid_t gid;
-} BusIdentity;
-
-/* 0 with id filled in, or a negative errno after logging why no connection is made (fail closed:
- * the guest is served without the control plane rather than over a root connection). */
-static int resolve_identity(const char *spec, const char *user, gid_t admin_gid, BusIdentity *id) {
-        bool system = streq(spec, "system");
-        struct passwd pwbuf, *pw = NULL;
-        _cleanup_free_ gid_t *groups = NULL;
-        int n = 64, r;
-        char buf[4096];
-
-        *id = (BusIdentity) {};
-        if (geteuid() != 0) {
-                if (user)
-                        log_warning("BusUser=%s ignored: only root can connect as another user", user);
-                return 0;
-        }
-        /* The session bus and an explicit address are the operator's own choice (a private bus);
-         * BusUser= set explicitly applies to them too. */
-        if (!user && !system)
-                return 0;
-        if (!user)
-                user = BUS_DAEMON_USER;
-        r = getpwnam_r(user, &pwbuf, buf, sizeof buf, &pw);
-        if (r != 0 || !pw) {
-                log_warning("Bus user \"%s\" does not exist (systemd-sysusers creates it from vufsd.sysusers): "
-                            "not connecting to the bus as root, serving without the control plane",
-                            user);
-                return r > 0 ? -r : -ENOENT;
-        }
-        if (pw->pw_uid == 0) {
-                log_warning("Bus user \"%s\" is root: not connecting to the bus as root, serving without the "
-                            "control plane",
-                            user);
-                return -EPERM;
-        }
-        /* A member of the admin group may change every instance: a taken-over daemon must not. The
-         * list includes the primary group; getgrouplist() says how many when they do not fit. */
-        for (;;) {
-                int want = n;
-                free(groups);
-                groups = calloc((size_t) want, sizeof *groups);
-                if (!groups)
-                        return -ENOMEM;
-                if (getgrouplist(user, pw->pw_gid, groups, &n) >= 0)
-                        break;
-                if (n <= want) { /* cannot tell: do not connect */
-                        log_warning("Cannot list the groups of bus user \"%s\": serving without the control plane",
-                                    user);
-                        return -EIO;
-                }
-        }
-        for (int i = 0; admin_gid != (gid_t) -1 && i < n; i++)
-                if (groups[i] == admin_gid) {
-                        log_warning("Bus user \"%s\" is in group \"%s\", which may change every instance: "
-                                    "serving without the control plane",
-                                    user, BUS_ADMIN_GROUP);
-                        return -EPERM;
-                }
-        *id = (BusIdentity) { .switch_ids = true, .uid = pw->pw_uid, .gid = pw->pw_gid };
-        return 0;
-}
-
-/* Per thread: the raw system calls, since glibc's setresuid() changes every thread of the process
- * (the executor's workers run as root meanwhile and must stay so). Only the effective ids change;
- * real and saved stay root, so the kernel keeps the permitted capabilities and the effective ones
- * come back with the effective uid. */
-static int thread_set_effective_ids(uid_t uid, gid_t gid) {
-        if (syscall(SYS_setresgid, (gid_t) -1, gid, (gid_t) -1) < 0)
-                return negative_errno();
-        if (syscall(SYS_setresuid, (uid_t) -1, uid, (uid_t) -1) < 0)
-                return negative_errno();
-        return 0;
-}
-
-static int bus_connect(const char *spec, sd_bus **ret, const char **ret_what) {
-        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        int r;
-
-        if (!spec)
-                spec = geteuid() == 0 ? "system" : "session";
-        if (streq(spec, "system")) {
-                *ret_what = "system bus";
-                return sd_bus_open_system_with_description(ret, "vufsd");
-        }
-        if (streq(spec, "session")) {
-                *ret_what = "session bus";
-                return sd_bus_open_user_with_description(ret, "vufsd");
-        }
-        *ret_what = spec;
-        r = sd_bus_new(&bus);
-        if (r < 0)
-                return r;
-        (void) sd_bus_set_description(bus, "vufsd");
-        r = sd_bus_set_address(bus, spec);
-        if (r >= 0)
-                r = sd_bus_set_bus_client(bus, true);
-        if (r >= 0)
-                r = sd_bus_start(bus);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(bus);
-        return 0;
-}
-
-/* Connects as id: the socket is connected, authenticated and Hello answered while this thread has
- * the bus user's effective ids, then the thread is root again. -ENOTRECOVERABLE if it cannot
- * return to root (the daemon must not go on serving with the wrong ids). */
-static int bus_connect_as(const char *spec, const BusIdentity *id, sd_bus **ret, const char **ret_what) {
-        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        uid_t euid = geteuid();
-        gid_t egid = getegid();
-        const char *unique;
-        int r, k;
-
-        if (!id->switch_ids)
-                return bus_connect(spec, ret, ret_what);
-        r = thread_set_effective_ids(id->uid, id->gid);
-        if (r >= 0)
-                r = bus_connect(spec, &bus, ret_what);
-        if (r >= 0) {
-                (void) sd_bus_set_method_call_timeout(bus, BUS_CALL_TIMEOUT_USEC);
-                /* Waits for the authentication and Hello: both are done before the ids go back. */
-                r = sd_bus_get_unique_name(bus, &unique);
-        }
-        k = thread_set_effective_ids(euid, egid);
-        if (k < 0) {
-                log_error_errno(k, "Cannot return to uid %u after connecting to the bus: %m", (unsigned) euid);
-                return -ENOTRECOVERABLE;
-        }
-        if (r < 0)
-                return r;
-        log_debug("Connected to the %s as uid %u, unique name %s", *ret_what, (unsigned) id->uid, unique);
-        *ret = TAKE_PTR(bus);
-        return 0;
-}
-
 Bus *bus_free(Bus *b) {
         if (!b)
                 return NULL;
         b->bus = sd_bus_flush_close_unref(b->bus);
         free(b->instance);
-        free(b->name);
         free(b);
         return NULL;
 }
@@ -854,68 +741,44 @@ const char *bus_instance(Bus *b) {
         return b ? b->instance : NULL;
 }
 
-int bus_open(Manager *m) {
+int bus_open(Manager *m, const char *instance, int channel) {
         _cleanup_(bus_freep) Bus *b = NULL;
-        const char *spec = m->config->bus, *what = NULL;
-        BusIdentity id;
+        _cleanup_close_ int fd = channel;
+        sd_id128_t id;
         int r;
 
-        if (spec && streq(spec, "none"))
+        if (fd < 0)
                 return 0;
-        /* Decided here, as the process is: bus_connect_as() may run with another effective uid. */
-        if (!spec)
-                spec = geteuid() == 0 ? "system" : "session";
-
         b = calloc(1, sizeof *b);
         if (!b)
                 return -ENOMEM;
         b->manager = m;
         b->start_usec = now_usec();
-        {
-                struct group *g = getgrnam(BUS_ADMIN_GROUP);
-                b->admin_gid = g ? g->gr_gid : (gid_t) -1;
-        }
-        r = resolve_instance(m->config, &b->instance);
-        if (r < 0)
-                return r;
-        r = bus_instance_to_name(b->instance, &b->name);
-        if (r == -EINVAL)
-                return log_error_errno(r, "Instance name \"%s\" is not usable: it must be 1..%d bytes",
-                                       b->instance, BUS_INSTANCE_MAX);
-        if (r < 0)
-                return r;
+        b->instance = strdup(instance);
+        if (!b->instance)
+                return -ENOMEM;
 
-        r = resolve_identity(spec, m->config->bus_user, b->admin_gid, &id);
+        /* The server end of a peer-to-peer connection: the supervisor's relay is the only client.
+         * Anonymous (in a user namespace its uid reads as another one), no fd passing. */
+        r = sd_bus_new(&b->bus);
         if (r < 0)
-                return 0;
-        r = bus_connect_as(spec, &id, &b->bus, &what);
-        if (r == -ENOTRECOVERABLE)
                 return r;
-        if (r < 0) {
-                log_warning_errno(r, "No D-Bus bus reachable (%s: %m): serving without the control plane", what);
-                return 0;
-        }
-        (void) sd_bus_set_method_call_timeout(b->bus, BUS_CALL_TIMEOUT_USEC);
-        /* Our own user, whose changes check_caller_privileged() accepts, as the bus sees it: the
-         * callers' uids come from the bus too, and in a user namespace (an unprivileged vufsd's
-         * sandbox maps the user to 0) geteuid() would say 0 while the bus says the user's uid.
-         * Connected as another identity (root's BusUser=), only root itself: that identity is what
-         * a taken-over daemon holds, and it must not change other instances. */
-        b->self_uid = 0;
-        if (!id.switch_ids) {
-                const char *unique = NULL;
-                uint32_t self = 0;
-                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-
-                r = sd_bus_get_unique_name(b->bus, &unique);
-                if (r >= 0)
-                        r = sd_bus_call_method(b->bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                               "org.freedesktop.DBus", "GetConnectionUnixUser", NULL, &reply, "s",
-                                               unique);
-                if (r >= 0)
-                        r = sd_bus_message_read(reply, "u", &self);
-                b->self_uid = r >= 0 ? (uid_t) self : geteuid();
-        }
+        (void) sd_bus_set_description(b->bus, "vufsd-control");
+        r = sd_bus_set_fd(b->bus, fd, fd);
+        if (r < 0)
+                return r;
+        TAKE_FD(fd);
+        r = sd_id128_randomize(&id);
+        if (r >= 0)
+                r = sd_bus_set_server(b->bus, true, id);
+        if (r >= 0)
+                r = sd_bus_set_anonymous(b->bus, true);
+        if (r >= 0)
+                r = sd_bus_negotiate_fds(b->bus, false);
+        if (r >= 0)
+                r = sd_bus_start(b->bus);
+        if (r < 0)
+                return log_error_errno(r, "Cannot serve the control channel: %m");
 
         r = sd_bus_add_object_vtable(b->bus, NULL, BUS_OBJECT_PATH, BUS_INTERFACE, daemon_vtable, b);
         if (r < 0)
@@ -923,28 +786,10 @@ int bus_open(Manager *m) {
         r = sd_bus_match_signal(b->bus, NULL, "org.freedesktop.DBus.Local", NULL, "org.freedesktop.DBus.Local",
                                 "Disconnected", on_bus_disconnected, b);
         if (r < 0)
-                return log_error_errno(r, "Cannot watch the bus connection: %m");
-
-        /* Synchronous on purpose: READY=1 (sent when the loop starts) then implies the name is ours. */
-        r = sd_bus_request_name(b->bus, b->name, 0);
-        if (r < 0) {
-                if (r == -EEXIST)
-                        log_warning("%s is already owned on the %s (another vufsd with instance \"%s\"?): "
-                                    "serving without the control plane", b->name, what, b->instance);
-                else if (r == -EACCES || r == -EPERM)
-                        log_warning("Not allowed to own %s on the %s (the policy lets only user \"%s\" own "
-                                    "it): serving without the control plane",
-                                    b->name, what, BUS_DAEMON_USER);
-                else
-                        log_warning_errno(r, "Cannot own %s on the %s (%m): serving without the control plane",
-                                          b->name, what);
-                return 0;
-        }
+                return log_error_errno(r, "Cannot watch the control channel: %m");
         r = sd_bus_attach_event(b->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0)
-                return log_error_errno(r, "Cannot attach the bus to the event loop: %m");
-
-        log_info("Control interface on the %s as %s", what, b->name);
+                return log_error_errno(r, "Cannot attach the control channel to the event loop: %m");
         m->bus = TAKE_PTR(b);
         return 0;
 }

@@ -10,20 +10,19 @@
 typedef struct Manager Manager;
 typedef struct Bus Bus;
 
-/* Connects to the bus chosen by --bus, publishes the object and owns the instance's name, all
- * before returning (so READY=1, sent later, implies the name is owned). As root, the connection to
- * the system bus is made as BUS_DAEMON_USER (bus-name.h) or --bus-user / [Security] BusUser= (any
- * bus, then), never as root: a user that does not exist, is root or is in BUS_ADMIN_GROUP means
- * no connection at all. A bus that cannot be reached, or a name that
- * cannot be owned, is logged once and leaves m->bus NULL: the guest is served anyway. Fails only
- * on bad input (-EINVAL: instance name), -ENOMEM, or -ENOTRECOVERABLE when the thread cannot return
- * to root after connecting. Call it before any sandbox: it needs CAP_SETUID/CAP_SETGID and the
- * user database. */
-int bus_open(Manager *m);
+/* Serves the org.vufsd.Daemon1 object (dbus/org.vufsd.Daemon1.xml) on the daemon's end of the
+ * control channel (sandbox.h), a peer-to-peer D-Bus connection whose only peer is the supervisor's
+ * relay (control-relay.h): the daemon holds no bus connection itself, and who may change what is
+ * checked there. channel is taken (closed on failure); -1 (no control plane) leaves m->bus NULL.
+ * Fails only on -ENOMEM or a channel sd-bus cannot use. */
+int bus_open(Manager *m, const char *instance, int channel);
 Bus *bus_free(Bus *b);
 
 /* The instance name in use (from --instance, the systemd unit, or "pid<PID>"). */
 const char *bus_instance(Bus *b);
+/* Decides it, once, before the fork: the supervisor owns its name, the daemon shows it. */
+typedef struct Config Config;
+int bus_resolve_instance(const Config *c, char **ret);
 
 /* Compares what the manager and device show (connection, negotiated features, running queues)
  * with what was last announced and emits PropertiesChanged for the differences. The manager

@@ -88,9 +88,25 @@ static int apply_readonly(Config *c, const char *path, const KeyDef *def, const 
         return 0;
 }
 
-static int apply_privileged_files(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
-        c->fs.privileged_files = b; /* the capabilities follow in config_verify() */
+static int apply_allow_privileged_files(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u,
+                                        bool b) {
+        /* The older boolean: true is allow, false the default (map). */
+        c->fs.privileged_files = b ? PRIVILEGED_FILES_ALLOW : PRIVILEGED_FILES_MAP;
         return 0;
+}
+
+static int apply_privileged_files(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        PrivilegedFiles m = privileged_files_from_string(s);
+        if (m < 0)
+                return file_error(path, def, s, "must be map, refuse or allow");
+        c->fs.privileged_files = m; /* the capabilities follow in config_verify() */
+        return 0;
+}
+
+static int apply_privileged_key(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        if (s[0] != '/')
+                return file_error(path, def, s, "must be an absolute path");
+        return set_str(&c->privileged_key_file, s);
 }
 
 static int apply_inode_file_handles(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u,
@@ -163,6 +179,16 @@ static int apply_dir_buffer_max(Config *c, const char *path, const KeyDef *def, 
         return 0;
 }
 
+static int apply_max_nodes(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        c->fs.max_nodes = u;
+        return 0;
+}
+
+static int apply_max_inode_fds(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        c->fs.max_inode_fds = u;
+        return 0;
+}
+
 static int apply_log_level(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
         int l = log_level_from_string(s);
         if (l < 0)
@@ -193,8 +219,12 @@ static const KeyDef keys[] = {
         { "Security", "Seccomp", KEY_STRING, 0, 0, apply_seccomp },
         { "Security", "RlimitNofile", KEY_UINT, 1, UINT32_MAX, apply_rlimit },
         { "Security", "DirBufferMax", KEY_UINT, DIR_STREAM_BUF_SIZE, DIR_STREAM_MAX_CAP, apply_dir_buffer_max },
+        { "Security", "MaxNodes", KEY_UINT, FS_MAX_NODES_MIN, FS_MAX_NODES_MAX, apply_max_nodes },
+        { "Security", "MaxInodeFds", KEY_UINT, FS_MAX_INODE_FDS_MIN, FS_MAX_INODE_FDS_MAX, apply_max_inode_fds },
         { "Security", "BusUser", KEY_STRING, 0, 0, apply_bus_user },
-        { "Security", "AllowPrivilegedFiles", KEY_BOOL, 0, 0, apply_privileged_files },
+        { "Security", "AllowPrivilegedFiles", KEY_BOOL, 0, 0, apply_allow_privileged_files },
+        { "Security", "PrivilegedFiles", KEY_STRING, 0, 0, apply_privileged_files },
+        { "Security", "PrivilegedFilesKey", KEY_STRING, 0, 0, apply_privileged_key },
         { "Security", "AllowHandlesBeyondShare", KEY_BOOL, 0, 0, apply_handles_beyond_share },
         { "Service", "LogLevel", KEY_STRING, 0, 0, apply_log_level },
         { "Service", "KeepListening", KEY_BOOL, 0, 0, apply_keep_listening },

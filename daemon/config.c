@@ -1,8 +1,9 @@
-/* config.c: defaults and command-line parsing: vufsd's own options, the Rust virtiofsd 1.14 command
- * line (long options and -o keys), the C virtiofsd's -o forms. One table holds every option with
+/* config.c: defaults and command-line parsing: vufsd's own options and the Rust virtiofsd 1.14
+ * long options (the -o forms are in config-compat.c, value parsers in config-values.c, the ID maps in
+ * config-idmap.c, the checks of the result in config-verify.c). One table holds every option with
  * its help text: --help, the option list the tests compare with the man page and
  * docs/launchers.md, and getopt's table all come from it. */
-#include "config.h"
+#include "config-internal.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -61,6 +62,8 @@ void config_init(Config *c) {
 }
 
 void config_done(Config *c) {
+        if (c->fs.has_shared_dir_fd)
+                safe_close(c->fs.shared_dir_fd);
         free(c->socket_path);
         free(c->socket_group);
         free(c->shared_dir);
@@ -70,455 +73,11 @@ void config_done(Config *c) {
         free(c->bus);
         free(c->bus_user);
         free(c->config_file);
+        free(c->privileged_key_file);
         *c = (Config){};
 }
 
-static int usage_error(const char *fmt, ...) _printf_(1, 2);
-static int usage_error(const char *fmt, ...) {
-        va_list ap;
 
-        fputs("vufsd: ", stderr);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputs(" (see --help)\n", stderr);
-        return -EINVAL;
-}
-
-static int set_string(char **dst, const char *v) {
-        char *s = strdup(v);
-        if (!s)
-                return -ENOMEM;
-        free(*dst);
-        *dst = s;
-        return 0;
-}
-
-static int parse_uint(const char *s, uint64_t max, uint64_t *ret) {
-        char *end;
-        unsigned long long v;
-
-        if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-                return -EINVAL;
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno || *end || v > max)
-                return -ERANGE;
-        *ret = v;
-        return 0;
-}
-
-static int set_cache(Config *c, const char *what, const char *v) {
-        CachePolicy p = cache_policy_from_string(v);
-        if (p < 0)
-                return usage_error("%s: unknown cache policy \"%s\" (auto, always, never, metadata)", what, v);
-        c->fs.cache = p;
-        return 0;
-}
-
-/* The Rust virtiofsd's level names (error, warn, info, debug, trace, off) and syslog's. */
-static int level_from_string(const char *v) {
-        if (streq(v, "trace"))
-                return LOG_DEBUG;
-        if (streq(v, "off"))
-                return -1; /* below every level: nothing is logged */
-        return log_level_from_string(v);
-}
-
-static int set_log_level(Config *c, const char *what, const char *v) {
-        int l = level_from_string(v);
-        if (l < -1)
-                return usage_error("%s: unknown log level \"%s\" (error, warn, info, debug, trace, off)", what, v);
-        c->log_level = l;
-        c->log_level_given = true;
-        return 0;
-}
-
-static int set_inode_file_handles(Config *c, const char *what, const char *v) {
-        InodeFileHandles m = inode_file_handles_from_string(v);
-        if (m < 0)
-                return usage_error("%s must be never, prefer or mandatory, got \"%s\"", what, v);
-        c->fs.inode_file_handles = m;
-        return 0;
-}
-
-static int set_sandbox(Config *c, const char *what, const char *v) {
-        SandboxMode m = sandbox_mode_from_string(v);
-        if (m < 0)
-                return usage_error("%s: sandbox must be namespace, chroot or none, got \"%s\"", what, v);
-        c->sandbox = m;
-        c->sandbox_given = true;
-        return 0;
-}
-
-/* The kept set from the default and --modcaps; again at config_verify(), when
- * --allow-privileged-files may have come after --modcaps. */
-static void resolve_capabilities(Config *c) {
-        c->capabilities = (capabilities_default(c->fs.privileged_files) | c->modcaps_add) & c->modcaps_keep;
-}
-
-static int set_modcaps(Config *c, const char *v) {
-        /* A repeated --modcaps replaces the earlier one. Applied to no capability and to all of
-         * them, the list gives what it adds and what it leaves: the same as applying it to any
-         * default set. */
-        uint64_t add = 0, keep = UINT64_MAX;
-        if (capabilities_modify(&add, v) < 0 || capabilities_modify(&keep, v) < 0)
-                return usage_error("--modcaps: invalid capability list \"%s\"", v);
-        c->modcaps_add = add;
-        c->modcaps_keep = keep;
-        resolve_capabilities(c);
-        return 0;
-}
-
-static int set_tag(Config *c, const char *v) {
-        size_t n = strlen(v);
-        if (n == 0 || n > CONFIG_MAX_TAG_LEN)
-                return usage_error("--tag: the tag must be 1..%d bytes, got %zu", CONFIG_MAX_TAG_LEN, n);
-        return set_string(&c->tag, v);
-}
-
-static int set_xattrmap(Config *c, const char *what, const char *v) {
-        const char *why = NULL;
-        XattrMap *m = NULL;
-        int r = xattr_map_parse(v, &m, &why);
-
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0)
-                return usage_error("%s: %s in \"%s\"", what, why, v);
-        xattr_map_free(c->xattrmap);
-        c->xattrmap = m;
-        c->fs.xattr = true; /* a map implies xattrs, as in the Rust virtiofsd */
-        return 0;
-}
-
-static int set_feature_mode(FeatureMode *dst, const char *what, const char *v) {
-        FeatureMode m;
-
-        if (!v) { /* the bare flag: on, as before the modes existed */
-                *dst = FEATURE_ALWAYS;
-                return 0;
-        }
-        m = feature_mode_from_string(v);
-        if (m < 0)
-                return usage_error("%s: mode must be never, auto or always, got \"%s\"", what, v);
-        *dst = m;
-        return 0;
-}
-
-/* One decimal field of an id map: digits only (no sign, no space, no hex), at most 2^32 - 1. */
-static int parse_id_field(const char *p, size_t n, uint64_t *ret) {
-        uint64_t v = 0;
-
-        if (n == 0)
-                return -EINVAL;
-        for (size_t i = 0; i < n; i++) {
-                if (p[i] < '0' || p[i] > '9')
-                        return -EINVAL;
-                v = v * 10 + (uint64_t)(p[i] - '0');
-                if (v > UINT32_MAX)
-                        return -ERANGE;
-        }
-        *ret = v;
-        return 0;
-}
-
-/* ":NAMESPACE_ID:HOST_ID:COUNT:" (libvirt >= 10 writes one per <idmap> entry; the Rust virtiofsd's
- * form): four colons, three decimal fields, nothing around them. */
-int id_map_parse(const char *s, IdMapEntry *ret, const char **ret_why) {
-        uint64_t v[3];
-        const char *p = s;
-        const char *why_dummy;
-
-        if (!ret_why)
-                ret_why = &why_dummy;
-        if (!s || *p != ':') {
-                *ret_why = "it must start with ':'";
-                return -EINVAL;
-        }
-        p++;
-        for (unsigned i = 0; i < 3; i++) {
-                const char *end = strchr(p, ':');
-                int r;
-
-                if (!end) {
-                        *ret_why = "expected four ':' around three fields";
-                        return -EINVAL;
-                }
-                r = parse_id_field(p, (size_t)(end - p), &v[i]);
-                if (r == -ERANGE) {
-                        *ret_why = i == 0   ? "the namespace id is above 4294967295"
-                                   : i == 1 ? "the host id is above 4294967295"
-                                            : "the count is above 4294967295";
-                        return -ERANGE;
-                }
-                if (r < 0) {
-                        *ret_why = i == 0   ? "the namespace id is not a decimal number"
-                                   : i == 1 ? "the host id is not a decimal number"
-                                            : "the count is not a decimal number";
-                        return -EINVAL;
-                }
-                p = end + 1;
-        }
-        if (*p != '\0') {
-                *ret_why = "text after the last ':'";
-                return -EINVAL;
-        }
-        if (v[2] == 0) {
-                *ret_why = "the count is 0";
-                return -EINVAL;
-        }
-        if (v[0] + v[2] > (uint64_t)UINT32_MAX + 1) {
-                *ret_why = "the namespace range passes 2^32 - 1";
-                return -ERANGE;
-        }
-        if (v[1] + v[2] > (uint64_t)UINT32_MAX + 1) {
-                *ret_why = "the host range passes 2^32 - 1";
-                return -ERANGE;
-        }
-        *ret = (IdMapEntry){ .inside = (uint32_t)v[0], .outside = (uint32_t)v[1], .count = (uint32_t)v[2] };
-        return 0;
-}
-
-static bool ranges_overlap(uint32_t a, uint32_t na, uint32_t b, uint32_t nb) {
-        return (uint64_t)a < (uint64_t)b + nb && (uint64_t)b < (uint64_t)a + na;
-}
-
-/* The kernel refuses overlapping ranges in a map as a whole (EINVAL from the write); checking each
- * entry as it comes names the one at fault. */
-int id_map_add(IdMapList *l, const IdMapEntry *e, const char **ret_why) {
-        const char *why_dummy;
-
-        if (!ret_why)
-                ret_why = &why_dummy;
-        for (unsigned i = 0; i < l->n; i++) {
-                const IdMapEntry *o = &l->e[i];
-                if (ranges_overlap(e->inside, e->count, o->inside, o->count)) {
-                        *ret_why = "its namespace range overlaps an earlier entry's";
-                        return -EEXIST;
-                }
-                if (ranges_overlap(e->outside, e->count, o->outside, o->count)) {
-                        *ret_why = "its host range overlaps an earlier entry's";
-                        return -EEXIST;
-                }
-        }
-        if (l->n >= ID_MAP_MAX_ENTRIES) {
-                _Static_assert(ID_MAP_MAX_ENTRIES == 32, "the message names the limit");
-                *ret_why = "more than 32 entries";
-                return -E2BIG;
-        }
-        l->e[l->n++] = *e;
-        return 0;
-}
-
-int config_parse_id_map(const char *s, IdMapEntry *ret) {
-        return id_map_parse(s, ret, NULL) < 0 ? -EINVAL : 0;
-}
-
-/* One entry in the Rust virtiofsd's syntax (id-translate.h), its ranges checked as well. */
-int config_parse_id_translate(const char *s, IdTranslateEntry *ret) {
-        IdTranslate scratch = ID_TRANSLATE_EMPTY;
-        IdTranslateEntry e;
-        int r;
-
-        r = id_translate_parse(s, &e);
-        if (r < 0)
-                return r;
-        r = id_translate_add(&scratch, &e, NULL);
-        if (r < 0)
-                return -EINVAL;
-        *ret = e;
-        return 0;
-}
-
-static int add_id_map(IdMapList *l, const char *what, const char *v) {
-        const char *why = NULL;
-        IdMapEntry e;
-
-        if (id_map_parse(v, &e, &why) < 0)
-                return usage_error("%s: \"%s\": %s (expected :NAMESPACE_ID:HOST_ID:COUNT:, as libvirt writes it)",
-                                   what, v, why);
-        if (id_map_add(l, &e, &why) < 0)
-                return usage_error("%s: \"%s\": %s", what, v, why);
-        return 0;
-}
-
-static int add_id_translate(IdTranslateList *l, const char *what, const char *v) {
-        IdTranslateEntry e;
-        const char *why;
-        int r;
-
-        if (id_translate_parse(v, &e) < 0)
-                return usage_error("%s: expected TYPE:SOURCE:TARGET:COUNT (TYPE guest, host, squash-guest, "
-                                   "squash-host or map) or forbid-guest:SOURCE:COUNT, with decimal ids, got \"%s\"",
-                                   what, v);
-        r = id_translate_add(&l->table, &e, &why);
-        if (r < 0)
-                return usage_error("%s: \"%s\": %s", what, v, why);
-        l->n++;
-        return 0;
-}
-
-/* One "-o" option: the Rust virtiofsd's keys and the C virtiofsd's. */
-static int parse_o_option(Config *c, char *opt) {
-        static const struct {
-                const char *name;
-                size_t offset;
-        } bools[] = {
-                { "xattr", offsetof(Config, fs.xattr) },
-                { "flock", offsetof(Config, fs.flock) },
-                { "posix_lock", offsetof(Config, fs.posix_lock) },
-                { "readdirplus", offsetof(Config, fs.readdirplus) },
-                { "writeback", offsetof(Config, fs.writeback) },
-                { "announce_submounts", offsetof(Config, fs.announce_submounts) },
-                { "allow_direct_io", offsetof(Config, fs.allow_direct_io) },
-                { "killpriv_v2", offsetof(Config, fs.killpriv_v2) },
-                { "readonly", offsetof(Config, fs.readonly) },
-        };
-        char *val = strchr(opt, '=');
-        uint64_t u;
-
-        if (val)
-                *val++ = '\0';
-        if (val) {
-                if (streq(opt, "source"))
-                        return set_string(&c->shared_dir, val);
-                if (streq(opt, "vhost_user_socket")) /* the C virtiofsd's socket option */
-                        return set_string(&c->socket_path, val);
-                if (streq(opt, "cache"))
-                        return set_cache(c, "-o cache", val);
-                if (streq(opt, "sandbox"))
-                        return set_sandbox(c, "-o sandbox", val);
-                if (streq(opt, "modcaps"))
-                        return set_modcaps(c, val);
-                if (streq(opt, "log_level") || streq(opt, "loglevel"))
-                        return set_log_level(c, "-o log_level", val);
-                if (streq(opt, "xattrmap"))
-                        return set_xattrmap(c, "-o xattrmap", val);
-                if (streq(opt, "timeout")) {
-                        char *end;
-                        double t = strtod(val, &end);
-                        if (*end || end == val || t < 0 || t > 1e9)
-                                goto bad;
-                        c->fs.timeout = t;
-                        return 0;
-                }
-                if (streq(opt, "thread_pool_size")) {
-                        if (parse_uint(val, 1024, &u) < 0)
-                                goto bad;
-                        c->thread_pool_size_given = (int)u;
-                        return 0;
-                }
-                goto bad;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(bools); i++) {
-                bool *b = (bool *)((char *)c + bools[i].offset);
-                if (streq(opt, bools[i].name)) {
-                        *b = true;
-                        return 0;
-                }
-                if (strncmp(opt, "no_", 3) == 0 && streq(opt + 3, bools[i].name)) {
-                        *b = false;
-                        return 0;
-                }
-        }
-        if (streq(opt, "posix_acl") || streq(opt, "no_posix_acl")) {
-                c->posix_acl_mode = opt[0] == 'n' ? FEATURE_NEVER : FEATURE_ALWAYS;
-                return 0;
-        }
-        if (streq(opt, "security_label") || streq(opt, "no_security_label")) {
-                c->security_label_mode = opt[0] == 'n' ? FEATURE_NEVER : FEATURE_ALWAYS;
-                return 0;
-        }
-        if (streq(opt, "debug")) {
-                c->log_level = LOG_DEBUG;
-                c->log_level_given = true;
-                return 0;
-        }
-        /* The C virtiofsd's: norace turned off a racy fallback vufsd never had; allow_root is a
-         * FUSE mount option without meaning for a virtio-fs device. */
-        if (streq(opt, "norace") || streq(opt, "allow_root"))
-                return 0;
-bad:
-        return usage_error("unknown or invalid option \"-o %s%s%s\"", opt, val ? "=" : "", val ?: "");
-}
-
-int config_parse_o(Config *c, const char *arg) {
-        _cleanup_free_ char *copy = strdup(arg);
-        char *t, *w;
-
-        if (!copy)
-                return -ENOMEM;
-        /* Split at single commas; ",," stands for one literal comma inside a value (libvirt writes
-         * source=/a,,b for the directory "/a,b"). Unescaping happens in place: w never overtakes r. */
-        t = w = copy;
-        for (const char *r = arg;; r++) {
-                if (*r == ',' && r[1] == ',') {
-                        *w++ = ',';
-                        r++;
-                        continue;
-                }
-                if (*r == ',' || *r == '\0') {
-                        *w = '\0';
-                        if (*t) {
-                                int q = parse_o_option(c, t);
-                                if (q < 0)
-                                        return q;
-                        }
-                        if (*r == '\0')
-                                break;
-                        t = w = w + 1;
-                        continue;
-                }
-                *w++ = *r;
-        }
-        return 0;
-}
-
-void config_apply_rust_log(Config *c, const char *value) {
-        _cleanup_free_ char *copy = NULL;
-        int bare = -2, ours = -2;
-        char *save = NULL;
-
-        if (!value || !*value || c->log_level_given)
-                return;
-        copy = strdup(value);
-        if (!copy)
-                return;
-        /* env_logger: comma-separated directives, each LEVEL, TARGET or TARGET=LEVEL (a bare
-         * TARGET means everything for it); a directive for our name beats a bare level. */
-        for (char *d = strtok_r(copy, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
-                char *eq = strchr(d, '=');
-                char lower[32];
-                size_t i;
-
-                if (eq) {
-                        *eq = '\0';
-                        if (!streq(d, "vufsd") && !streq(d, "virtiofsd"))
-                                continue;
-                        d = eq + 1;
-                        for (i = 0; d[i] && i < sizeof lower - 1; i++)
-                                lower[i] = (char)(d[i] >= 'A' && d[i] <= 'Z' ? d[i] + 32 : d[i]);
-                        lower[i] = '\0';
-                        if (level_from_string(lower) >= -1)
-                                ours = level_from_string(lower);
-                        continue;
-                }
-                if (streq(d, "vufsd") || streq(d, "virtiofsd")) {
-                        ours = LOG_DEBUG;
-                        continue;
-                }
-                for (i = 0; d[i] && i < sizeof lower - 1; i++)
-                        lower[i] = (char)(d[i] >= 'A' && d[i] <= 'Z' ? d[i] + 32 : d[i]);
-                lower[i] = '\0';
-                if (level_from_string(lower) >= -1)
-                        bare = level_from_string(lower);
-        }
-        if (ours >= -1)
-                c->log_level = ours;
-        else if (bare >= -1)
-                c->log_level = bare;
-}
 
 static void print_capabilities(void) {
         /* The vhost-user backend description libvirt reads, with the Rust virtiofsd's feature names
@@ -527,11 +86,13 @@ static void print_capabilities(void) {
          * --security-label[=MODE] are parsed and negotiated (set_feature_mode()).
          * "separate-options": libvirt may pass --shared-dir, --cache, --sandbox, --xattr,
          * --thread-pool-size, --rlimit-nofile, --log-level and the id maps as separate arguments
-         * instead of "-o" (tests/compat serves a guest both ways). Not "migrate-precopy": vufsd has
-         * no device-state migration yet. */
+         * instead of "-o" (tests/compat serves a guest both ways). "migrate-precopy": the session
+         * moves with the VM through vhost-user DEVICE_STATE (docs/migration.md), which libvirt
+         * needs to see before it migrates a VM with this share. */
         printf("{\n"
                "  \"type\": \"fs\",\n"
                "  \"features\": [\n"
+               "    \"migrate-precopy\",\n"
                "    \"posix-acl-negotiation-mode\",\n"
                "    \"security-label-negotiation-mode\",\n"
                "    \"separate-options\"\n"
@@ -569,6 +130,7 @@ enum {
         ARG_THREAD_POOL_SIZE,
         ARG_THREADS,
         ARG_POLL_US,
+        ARG_CRASH_RESTARTS,
         ARG_SANDBOX,
         ARG_SECCOMP,
         ARG_MODCAPS,
@@ -586,7 +148,11 @@ enum {
         ARG_BUS,
         ARG_BUS_USER,
         ARG_DIR_BUFFER_MAX,
+        ARG_MAX_NODES,
+        ARG_MAX_INODE_FDS,
         ARG_ALLOW_PRIVILEGED_FILES,
+        ARG_PRIVILEGED_FILES,
+        ARG_PRIVILEGED_KEY,
         ARG_LOG_LEVEL,
         ARG_SYSLOG,
         ARG_PRINT_CAPS,
@@ -659,11 +225,26 @@ static const OptionDef option_defs[] = {
           "namespace (default; unprivileged in a user namespace), chroot, none" },
         { "seccomp", required_argument, ARG_SECCOMP, "ACTION", "kill (default), log, trap, none" },
         { "modcaps", required_argument, ARG_MODCAPS, "+CAP:-CAP", "add to or remove from the capabilities kept" },
-        { "allow-privileged-files", no_argument, ARG_ALLOW_PRIVILEGED_FILES, NULL,
-          "let the guest make device nodes and set-user/group-id files; the share is mounted suid,dev in the sandbox "
-          "(default: refused/stripped, nosuid,nodev; see docs/security.md)" },
+        { "privileged-files", required_argument, ARG_PRIVILEGED_FILES, "MODE",
+          "set-id files, device nodes and file capabilities the guest makes: map (default: kept as metadata the "
+          "guest sees and the host does not act on), refuse (stripped/EPERM), allow (made for real; the share is "
+          "mounted suid,dev in the sandbox); see docs/security.md" },
+        { "allow-privileged-files", no_argument, ARG_ALLOW_PRIVILEGED_FILES, NULL, "the same as --privileged-files=allow" },
+        { "privileged-files-key", required_argument, ARG_PRIVILEGED_KEY, "PATH",
+          "the key map mode authenticates its metadata with, made (0600) if missing (default: "
+          "$STATE_DIRECTORY/privileged-files.key, else /var/lib/vufsd/ as root, $XDG_STATE_HOME/vufsd/ or "
+          "~/.local/state/vufsd/ as a user)" },
+        { "crash-restarts", required_argument, ARG_CRASH_RESTARTS, "N",
+          "when the serving process dies of a signal, start another that takes over the guest's connection, "
+          "memory and rings, at most N times a minute (default 0: vufsd exits; docs/survival.md)" },
         { "dir-buffer-max", required_argument, ARG_DIR_BUFFER_MAX, "BYTES",
           "directory read-ahead kept for all open directories (default 64 MiB, at least 16384)" },
+        { "max-nodes", required_argument, ARG_MAX_NODES, "N",
+          "inodes the guest may make vufsd remember at once, with or without an fd (default 1000000, "
+          "about 470 MB; at least 16); past it lookups answer ENFILE" },
+        { "max-inode-fds", required_argument, ARG_MAX_INODE_FDS, "N",
+          "O_PATH fds kept open for inodes at once; the others are re-opened by name from their parent "
+          "(default a quarter of the fd budget, at most 16384; at least 1)" },
         { "rlimit-nofile", required_argument, ARG_RLIMIT_NOFILE, "N", "open-file limit to set (0 leaves it)" },
         { "uid-map", required_argument, ARG_UID_MAP,
           ":NS:HOST:COUNT:", "user namespace uid mapping, repeatable; must map namespace uid 0 (docs/id-mapping.md)" },
@@ -672,7 +253,7 @@ static const OptionDef option_defs[] = {
           "uid translation without a user namespace, repeatable: TYPE guest, host, squash-guest, squash-host, "
           "map, or forbid-guest:SRC:N" },
         { "translate-gid", required_argument, ARG_TRANSLATE_GID, "TYPE:SRC:DST:N", "the same for gids" },
-        SECTION("Migration (validated; device-state migration is not built yet)"),
+        SECTION("Live migration through vhost-user DEVICE_STATE (docs/migration.md)"),
         { "migration-mode", required_argument, ARG_MIGRATION_MODE, "MODE", "find-paths (default), file-handles" },
         { "migration-on-error", required_argument, ARG_MIGRATION_ON_ERROR, "ACTION", "abort (default), guest-error" },
         { "migration-verify-handles", no_argument, ARG_MIGRATION_VERIFY_HANDLES, NULL, "find-paths only" },
@@ -902,6 +483,13 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                                 r = usage_error("--poll-us must be auto or a number 0..%u, got \"%s\"",
                                                 DEVICE_MAX_POLL_US, optarg);
                         break;
+                case ARG_CRASH_RESTARTS:
+                        if (parse_uint(optarg, RESPAWN_MAX_RESTARTS, &u) < 0)
+                                r = usage_error("--crash-restarts must be a number 0..%u, got \"%s\"",
+                                                RESPAWN_MAX_RESTARTS, optarg);
+                        else
+                                c->crash_restarts = (unsigned) u;
+                        break;
                 case ARG_SANDBOX:
                         r = set_sandbox(c, "--sandbox", optarg);
                         break;
@@ -968,8 +556,22 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         }
                         c->fs.dir_buffer_max = u;
                         break;
+                case ARG_MAX_NODES:
+                        r = set_uint_option("max-nodes", optarg, FS_MAX_NODES_MIN, FS_MAX_NODES_MAX, &u);
+                        c->fs.max_nodes = u;
+                        break;
+                case ARG_MAX_INODE_FDS:
+                        r = set_uint_option("max-inode-fds", optarg, FS_MAX_INODE_FDS_MIN, FS_MAX_INODE_FDS_MAX, &u);
+                        c->fs.max_inode_fds = u;
+                        break;
                 case ARG_ALLOW_PRIVILEGED_FILES:
-                        c->fs.privileged_files = true;
+                        c->fs.privileged_files = PRIVILEGED_FILES_ALLOW;
+                        break;
+                case ARG_PRIVILEGED_FILES:
+                        r = set_privileged_files(c, "--privileged-files", optarg);
+                        break;
+                case ARG_PRIVILEGED_KEY:
+                        r = set_string(&c->privileged_key_file, optarg);
                         break;
                 case ARG_CONFIG:
                         r = set_string(&c->config_file, optarg);
@@ -1020,116 +622,3 @@ int config_resolve_threads(int threads, int pool_size, ThreadMode *ret_mode, uns
         return 0;
 }
 
-static int make_absolute(char **path) {
-        char cwd[PATH_MAX];
-        char *p;
-
-        if (!*path || (*path)[0] == '/')
-                return 0;
-        if (!getcwd(cwd, sizeof cwd))
-                return negative_errno();
-        if (streq(*path, "."))
-                p = strdup(cwd);
-        else if (asprintf(&p, "%s/%s", streq(cwd, "/") ? "" : cwd, *path) < 0)
-                p = NULL;
-        if (!p)
-                return -ENOMEM;
-        free(*path);
-        *path = p;
-        return 0;
-}
-
-/* Whether the share's filesystem takes the given xattr namespace: getxattr answers ENODATA (none
- * set) or a value where it does, EOPNOTSUPP where it does not. */
-static bool share_supports_xattr(const char *dir, const char *name) {
-        char buf[1];
-        return getxattr(dir, name, buf, 0) >= 0 || (errno != EOPNOTSUPP && errno != ENOTSUP);
-}
-
-int config_verify(Config *c) {
-        const char *why = NULL;
-        int r;
-
-        resolve_capabilities(c);
-        if (!c->shared_dir)
-                return usage_error("--shared-dir (or -o source=) is required");
-        if (c->listen_fd >= 0 && c->socket_path)
-                return usage_error("--fd excludes --socket-path and --socket");
-        if (c->listen_fd >= 0 && c->socket_group)
-                return usage_error("--socket-group applies to --socket-path only, not to --fd");
-        if (c->migration_mode == MIGRATION_FILE_HANDLES && c->migration_confirm_paths)
-                return usage_error("--migration-confirm-paths cannot be used with --migration-mode=file-handles "
-                                   "(it is unnecessary there)");
-        if (c->migration_mode == MIGRATION_FILE_HANDLES && c->migration_verify_handles)
-                return usage_error("--migration-verify-handles cannot be used with --migration-mode=file-handles "
-                                   "(it is unnecessary there)");
-        if ((c->translate_uid.n > 0 || c->translate_gid.n > 0) && c->posix_acl_mode != FEATURE_NEVER)
-                return usage_error("--translate-uid/--translate-gid cannot be used with --posix-acl: translating ids "
-                                   "would break ACLs");
-        /* A D-Bus address always has a transport prefix ("unix:path=..."). */
-        if (c->bus && !streq(c->bus, "system") && !streq(c->bus, "session") && !streq(c->bus, "none") &&
-            !strchr(c->bus, ':'))
-                return usage_error("--bus must be system, session, none or a D-Bus address like "
-                                   "unix:path=/run/my-bus, got \"%s\"",
-                                   c->bus);
-        r = config_resolve_threads(c->threads_given, c->thread_pool_size_given, &c->thread_mode, &c->pool_size, &why);
-        if (r < 0)
-                return usage_error("%s", why);
-
-        /* File handles need CAP_DAC_READ_SEARCH after the lockdown (open_by_handle_at): a --modcaps
-         * that removes it means no handles, which mandatory cannot accept. */
-        if (c->fs.inode_file_handles != INODE_FILE_HANDLES_NEVER && !(c->modcaps_keep & capabilities_file_handles())) {
-                if (c->fs.inode_file_handles == INODE_FILE_HANDLES_MANDATORY)
-                        return usage_error("--inode-file-handles=mandatory needs CAP_DAC_READ_SEARCH, which --modcaps "
-                                           "removes");
-                c->fs.inode_file_handles = INODE_FILE_HANDLES_NEVER;
-                c->handles_dropped_by_modcaps = true;
-        }
-
-        /* Accepted as the Rust virtiofsd accepts them, refused where the value asks for something
-         * vufsd does not do yet (issue 16), rather than ignored. */
-        /* The maps are a user namespace's (userns.h): without a sandbox there is none. Inside,
-         * the daemon is uid/gid 0 of the namespace, so 0 must be mapped (it is the guest's root
-         * too; docs/id-mapping.md). */
-        /* libvirt passes maps without --sandbox; the default is the namespace sandbox except in
-         * sanitizer builds (sandbox_mode_default()), where a map still asks for it. */
-        if ((c->uid_map.n > 0 || c->gid_map.n > 0) && !c->sandbox_given)
-                c->sandbox = SANDBOX_NAMESPACE;
-        if ((c->uid_map.n > 0 || c->gid_map.n > 0) && c->sandbox == SANDBOX_NONE)
-                return usage_error("--uid-map/--gid-map need --sandbox=namespace or --sandbox=chroot: they map the "
-                                   "user namespace the sandbox creates");
-        if (c->uid_map.n > 0 && !id_map_contains(&c->uid_map, 0))
-                return usage_error("--uid-map: no entry maps namespace uid 0 (the daemon's own uid in the namespace "
-                                   "and the guest's root), e.g. :0:HOST_UID:COUNT:");
-        if (c->gid_map.n > 0 && !id_map_contains(&c->gid_map, 0))
-                return usage_error("--gid-map: no entry maps namespace gid 0 (the daemon's own gid in the namespace "
-                                   "and the guest's root group), e.g. :0:HOST_GID:COUNT:");
-
-        /* Relative --shared-dir and socket paths (Podman runs "--shared-dir ." in the directory):
-         * the sandbox changes the root and the working directory, so resolve them now. */
-        r = make_absolute(&c->shared_dir);
-        if (r >= 0)
-                r = make_absolute(&c->socket_path);
-        if (r < 0)
-                return usage_error("cannot resolve a relative path: %s", strerror(-r));
-
-        /* What the Rust virtiofsd derives: ACLs and labels need xattrs; no READDIRPLUS without a
-         * cache to put its entries in. */
-        if (c->posix_acl_mode != FEATURE_NEVER || c->security_label_mode != FEATURE_NEVER)
-                c->fs.xattr = true;
-        if (c->fs.cache == CACHE_NEVER)
-                c->fs.readdirplus = false;
-        c->fs.posix_acl =
-                c->posix_acl_mode == FEATURE_ALWAYS ||
-                (c->posix_acl_mode == FEATURE_AUTO && share_supports_xattr(c->shared_dir, "system.posix_acl_access"));
-        c->fs.security_label =
-                c->security_label_mode == FEATURE_ALWAYS ||
-                (c->security_label_mode == FEATURE_AUTO && share_supports_xattr(c->shared_dir, "security.selinux"));
-        c->fs.shared_dir = c->shared_dir;
-        c->fs.xattrmap = c->xattrmap;
-        c->fs.capability_xattr = xattr_map_capability_name(c->xattrmap);
-        /* Translation is applied only where it changes something (docs/id-mapping.md). */
-        c->fs.translate_uid = id_translate_is_empty(&c->translate_uid.table) ? NULL : &c->translate_uid.table;
-        c->fs.translate_gid = id_translate_is_empty(&c->translate_gid.table) ? NULL : &c->translate_gid.table;
-        return 0;
-}

@@ -73,6 +73,7 @@ typedef struct Config {
         int thread_pool_size_given;
         ThreadMode thread_mode;
         unsigned pool_size;
+        unsigned crash_restarts; /* --crash-restarts: serving processes started again per minute, 0 = off */
         unsigned poll_us; /* --poll-us: busy-poll window of the request queues in µs, 0 = off,
                            * DEVICE_POLL_AUTO (the default) = adaptive */
 
@@ -83,13 +84,16 @@ typedef struct Config {
         SyscallFilter seccomp;
         uint64_t capabilities; /* kept capabilities: the default set with --modcaps applied */
         /* --modcaps as two masks, so that the default it applies to (which
-         * --allow-privileged-files widens) may be settled after it: capabilities =
+         * --privileged-files=allow widens) may be settled after it: capabilities =
          * (default | modcaps_add) & modcaps_keep. */
         uint64_t modcaps_add, modcaps_keep;
         IdMapList uid_map, gid_map;
+        /* --privileged-files-key: the key file of map mode (NULL: privileged_key_default_path()),
+         * read before the sandbox into fs.privileged_key (privileged-key.h). */
+        char *privileged_key_file;
         IdTranslateList translate_uid, translate_gid;
 
-        /* Migration (accepted and validated; device-state migration is not built yet) */
+        /* Live migration (migration.c, docs/migration.md) */
         MigrationMode migration_mode;
         MigrationOnError migration_on_error;
         bool migration_verify_handles;

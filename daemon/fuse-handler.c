@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "survive.h"
+
 ExecClass fuse_request_classify(const ChainIter *in, uint32_t *ret_opcode) {
         ChainIter it = *in; /* a copy: the request stays unread for the FUSE server */
         struct fuse_in_header h;
@@ -52,9 +54,15 @@ ExecClass fuse_request_classify_header(const struct fuse_in_header *hdr, const C
 
 static ExecClass fuse_handler_classify(void *data, const void *h, const ChainIter *rest) {
         struct fuse_in_header hdr;
+        ExecClass c;
 
         memcpy(&hdr, h, sizeof hdr);
-        return fuse_request_classify_header(&hdr, rest);
+        c = fuse_request_classify_header(&hdr, rest);
+        /* A lock wait may now sit queued for a helper: an INTERRUPT meanwhile must not be lost. The
+         * device processes every request it classified, which ends the announcement. */
+        if (c == EXEC_CLASS_LOCK_WAIT)
+                fuse_server_lock_wait_queued(data, &hdr);
+        return c;
 }
 
 static uint32_t fuse_handler_process(void *data, const void *h, ChainIter *in, ChainIter *out, bool may_wait,
@@ -65,10 +73,34 @@ static uint32_t fuse_handler_process(void *data, const void *h, ChainIter *in, C
 
         if (h) {
                 memcpy(&hdr, h, sizeof hdr);
-                len = fuse_server_process_header(data, &hdr, in, out, may_wait, &fi);
+                if (__builtin_expect(hdr.opcode == FUSE_INIT, 0) && survive_enabled()) {
+                        /* The bytes as the server will read them (a copy of the iterator). */
+                        uint8_t args[sizeof(struct fuse_init_in)];
+                        ChainIter it = *in;
+                        size_t n = MIN(chain_left(&it), sizeof args);
+
+                        if (chain_read(&it, args, n) < 0)
+                                n = 0;
+                        len = fuse_server_process_header(data, &hdr, in, out, may_wait, &fi);
+                        if (fi.error == 0 && n > 0)
+                                survive_note_init(&hdr, args, n);
+                } else
+                        len = fuse_server_process_header(data, &hdr, in, out, may_wait, &fi);
         } else
                 len = fuse_server_process(data, in, out, &fi); /* answers "no header" */
 
+        *info = (RequestInfo) { .opcode = fi.opcode, .error = fi.error, .bytes = fi.bytes, .replied = fi.replied };
+        return len;
+}
+
+static uint32_t fuse_handler_replay(void *data, const void *h, ChainIter *in, ChainIter *out, bool started,
+                                    int64_t result, RequestInfo *info) {
+        FuseReqInfo fi = {};
+        struct fuse_in_header hdr;
+        uint32_t len;
+
+        memcpy(&hdr, h, sizeof hdr);
+        len = fuse_server_replay(data, &hdr, in, out, started, result, &fi);
         *info = (RequestInfo) { .opcode = fi.opcode, .error = fi.error, .bytes = fi.bytes, .replied = fi.replied };
         return len;
 }
@@ -82,6 +114,7 @@ RequestHandler fuse_request_handler(FuseServer *s) {
                 .header_size = sizeof(struct fuse_in_header),
                 .classify = fuse_handler_classify,
                 .process = fuse_handler_process,
+                .replay = fuse_handler_replay,
                 .cancel_waits = fuse_handler_cancel_waits,
                 .data = s,
         };

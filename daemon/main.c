@@ -11,17 +11,21 @@
 #include "config-file.h"
 #include "config.h"
 #include "bus.h"
+#include "control-relay.h"
 #include "log.h"
 #include "manager.h"
 #include "passthrough.h"
+#include "privileged-key.h"
 #include "sandbox.h"
 #include "seccomp-filter.h"
+#include "share-dir.h"
+#include "survive.h"
 
 /* Exit status for a configuration file that cannot be used (sysexits' EX_CONFIG); the unit does
  * not restart on it (RestartPreventExitStatus=78). */
 #define EXIT_CONFIG 78
 
-/* The QEMU the vm suite runs (Debian 12); device-state migration needs a newer one. */
+/* The QEMU the vm suite runs (Debian 12); device-state migration needs 8.2 or later. */
 #define VUFSD_TESTED_QEMU "QEMU 7.2"
 
 /* Reads --config FILE (must exist) or, with --instance NAME, VUFSD_CONFIG_DIR/NAME.conf when it
@@ -57,6 +61,23 @@ static int load_config_file(Config *c, int argc, char *argv[]) {
         return 0;
 }
 
+static int open_share(Config *c) {
+        _cleanup_free_ char *why = NULL;
+        int fd = share_dir_open(c->shared_dir, geteuid(), &why);
+
+        if (fd == -EPERM) {
+                log_error("Refusing the shared directory %s: %s. Only root%s may own (or be able to write) "
+                          "the directories on the way to it; move the share, or run vufsd as the user who owns them",
+                          c->shared_dir, why, geteuid() != 0 ? " and vufsd's own user" : "");
+                return fd;
+        }
+        if (fd < 0)
+                return log_error_errno(fd, "Cannot open the shared directory %s: %m", c->shared_dir);
+        c->fs.shared_dir_fd = fd;
+        c->fs.has_shared_dir_fd = true;
+        return 0;
+}
+
 /* Right before serving: the sandbox, then capabilities, then seccomp; each step needs privileges or
  * system calls the next one takes away. */
 static int lockdown(Manager *m, const Config *c) {
@@ -70,16 +91,14 @@ static int lockdown(Manager *m, const Config *c) {
         task_dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (task_dir < 0)
                 return log_error_errno(errno, "Cannot open /proc/self/task: %m");
-        r = sandbox_enter(c->sandbox, c->shared_dir);
+        r = sandbox_enter(c->sandbox, c->shared_dir, c->fs.shared_dir_fd);
         if (r < 0)
                 return r;
-        if (c->sandbox != SANDBOX_NONE) {
-                /* Host paths: inside the sandbox they would name files of the share. The supervisor
-                 * removes the socket instead. */
-                free(m->socket_path);
-                free(m->lock_path);
-                m->socket_path = m->lock_path = NULL;
-        }
+        /* Host paths: inside the sandbox they would name files of the share. The supervisor
+         * removes the socket and SOCK.pid instead, in every mode: the daemon has no unlink(). */
+        free(m->socket_path);
+        free(m->lock_path);
+        m->socket_path = m->lock_path = NULL;
         /* File handles (decided when the share was opened): their capability and system calls only
          * when inodes are remembered by handle; a --modcaps that removes it still wins. */
         handles = passthrough_uses_handles(m->passthrough);
@@ -87,12 +106,44 @@ static int lockdown(Manager *m, const Config *c) {
         r = capabilities_apply(caps, sandbox_netns_fd(), task_dir);
         if (r < 0)
                 return log_error_errno(r, "Cannot drop capabilities: %m");
-        r = seccomp_install(c->seccomp, handles);
+        /* Live migration makes handles (sends them, or compares them) even without using them. */
+        r = seccomp_install(c->seccomp, handles,
+                            c->migration_mode == MIGRATION_FILE_HANDLES || c->migration_verify_handles);
         if (r < 0)
                 return log_error_errno(r, "Cannot install the seccomp filter: %m");
         log_debug("Sandbox %s, seccomp %s, capabilities 0x%" PRIx64 ", file handles %s",
                   sandbox_mode_to_string(c->sandbox), syscall_filter_to_string(c->seccomp), caps,
                   handles ? "in use" : "not in use");
+        return 0;
+}
+
+/* --privileged-files=map: the key its metadata is authenticated with, read (or made) now, from
+ * outside the share, before the sandbox hides where it lives. A key file given by name must work;
+ * without one, a default location that cannot hold a key (a read-only state directory) makes the
+ * share work as refuse, which gives the host nothing, and says so. */
+static int load_privileged_key(Config *c) {
+        _cleanup_free_ char *dflt = NULL;
+        const char *path = c->privileged_key_file;
+        int r = 0;
+
+        if (c->fs.privileged_files != PRIVILEGED_FILES_MAP)
+                return 0;
+        if (!path) {
+                r = privileged_key_default_path(&dflt);
+                path = dflt;
+        }
+        if (r >= 0)
+                r = privileged_key_load(path, c->fs.privileged_key);
+        if (r >= 0) {
+                c->fs.has_privileged_key = true;
+                log_debug("--privileged-files=map: key %s", path);
+                return 0;
+        }
+        if (c->privileged_key_file)
+                return log_error_errno(r, "--privileged-files-key=%s: cannot use it: %m (it must be a regular file of "
+                                          "%d bytes, owned by vufsd's user, mode 0600)", path, FS_PRIVILEGED_KEY_SIZE);
+        log_warning_errno(r, "--privileged-files=map: no key at %s (%m); working as --privileged-files=refuse "
+                             "(give --privileged-files-key=PATH)", path ? path : "the default location");
         return 0;
 }
 
@@ -112,13 +163,11 @@ static void log_startup_notes(const Config *c) {
                 log_notice("--modcaps removes dac_read_search, which file handles need: --inode-file-handles=prefer "
                            "works as never");
         if (c->migration_given)
-                log_notice("Migration options accepted (mode %s, on error %s%s%s): vufsd cannot migrate the "
-                           "device state yet (that needs VHOST_USER_PROTOCOL_F_DEVICE_STATE, in QEMU newer than "
-                           "the %s vufsd is tested with); a migration with this device fails cleanly",
-                           migration_mode_to_string(c->migration_mode),
-                           migration_on_error_to_string(c->migration_on_error),
-                           c->migration_verify_handles ? ", verify handles" : "",
-                           c->migration_confirm_paths ? ", confirm paths" : "", VUFSD_TESTED_QEMU);
+                log_info("Live migration: mode %s, on error %s%s%s (the frontend must offer DEVICE_STATE: QEMU "
+                         "8.2 or later; %s cannot migrate a vhost-user-fs device)",
+                         migration_mode_to_string(c->migration_mode), migration_on_error_to_string(c->migration_on_error),
+                         c->migration_verify_handles ? ", verify handles" : "",
+                         c->migration_confirm_paths ? ", confirm paths" : "", VUFSD_TESTED_QEMU);
         if (c->posix_acl_mode == FEATURE_AUTO)
                 log_info("--posix-acl=auto: ACLs %s (the share's filesystem %s them)",
                          c->fs.posix_acl ? "offered" : "not offered",
@@ -130,10 +179,13 @@ static void log_startup_notes(const Config *c) {
 
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_free_ char *instance = NULL;
+        ControlRelay *relay = NULL;
+        SupervisorControl control;
         PathSocket path_socket = PATH_SOCKET_NULL;
         Config config;
         sigset_t mask;
-        int r, exit_status = 0;
+        int r, exit_status = 0, control_fd = -1;
 
         config_init(&config);
         r = config_parse_argv(&config, argc, argv);
@@ -192,12 +244,45 @@ static int run(int argc, char *argv[]) {
                 }
         }
 
-        /* First, before anything is opened: in namespace and chroot mode the daemon goes on in a
-         * child process (pid 1 of a new pid namespace, in a new mount namespace); this process stays
-         * outside as its supervisor: it forwards signals and notifications and exits as the child
-         * does (sandbox.h). */
-        r = sandbox_prepare(config.sandbox, config.shared_dir, config.socket_path, config.seccomp,
-                            config.fs.privileged_files, &config.uid_map, &config.gid_map, &exit_status);
+        /* The share resolved once, every directory on the way checked (issue 31 finding 8): the
+         * bind mount, the root fd and the sandbox's root all come from this fd, never from the path
+         * again, and a path someone else could redirect between two looks is refused. Before the
+         * sandbox: its owner is checked against the user who started vufsd. */
+        r = open_share(&config);
+        if (r >= 0)
+                r = load_privileged_key(&config);
+        if (r < 0) {
+                (void)sd_notifyf(false, "ERRNO=%d", -r);
+                path_socket_done(&path_socket, true);
+                config_done(&config);
+                return 1;
+        }
+
+        /* First, before anything else is opened: the daemon goes on in a child process (in
+         * namespace mode pid 1 of a new pid namespace, in a new mount namespace); this process stays
+         * outside as its supervisor, in every mode: it forwards signals and notifications, holds
+         * SOCK.pid and the control plane (the bus connection and the instance's name, which the
+         * process handling guest input must not hold), and exits as the child does (sandbox.h). */
+        r = bus_resolve_instance(&config, &instance);
+        if (r >= 0 && !(config.bus && streq(config.bus, "none")))
+                r = control_relay_new(&relay, &config, instance);
+        if (r < 0) {
+                path_socket_done(&path_socket, true);
+                config_done(&config);
+                return 1;
+        }
+        if (relay)
+                control_relay_supervisor(relay, &control);
+        r = sandbox_prepare(config.sandbox, config.shared_dir, &config.fs.shared_dir_fd, config.socket_path,
+                            config.seccomp, config.fs.privileged_files == PRIVILEGED_FILES_ALLOW, &config.uid_map, &config.gid_map,
+                            &path_socket.lock_fd, relay ? &control : NULL, &control_fd, &exit_status);
+        relay = control_relay_free(relay);
+        /* --crash-restarts: this process becomes the spawner and returns here in each serving
+         * process it starts (sandbox.h); the supervisor is the keeper (keeper.h). */
+        if (r > 0 && config.crash_restarts > 0) {
+                r = sandbox_respawn(config.crash_restarts, config.sandbox, &config.fs.shared_dir_fd, &control_fd);
+                survive_enable(true);
+        }
         if (r <= 0) {
                 /* The supervisor: its copies of the fds are closed, and when the child ran, it
                  * removed the files already; when there was no child, this removes them. */
@@ -235,10 +320,11 @@ static int run(int argc, char *argv[]) {
         (void)passthrough_raise_fd_limit(config.rlimit_nofile);
 
         r = manager_new(&m, &config);
-        /* Before any sandbox closes the filesystem view: the bus socket must be reachable. Before
-         * listening too: once the vhost-user socket accepts, the instance's bus name is owned. */
+        /* The object on the control channel; the supervisor owns the instance's name already. */
         if (r >= 0)
-                r = bus_open(m);
+                r = bus_open(m, instance, TAKE_FD(control_fd));
+        else
+                control_fd = safe_close(control_fd);
         if (r >= 0)
                 r = manager_listen(m, &path_socket);
         if (r >= 0)

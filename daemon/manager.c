@@ -16,6 +16,7 @@
 #include "bus.h"
 #include "log.h"
 #include "sandbox.h"
+#include "survive.h"
 #include "vhost-user.h"
 
 /* A frontend that stops in the middle of a message must not freeze the main loop forever. */
@@ -28,6 +29,7 @@
 int manager_new(Manager **ret, const Config *c) {
         _cleanup_(manager_freep) Manager *m = NULL;
         RequestHandler handler;
+        DeviceStateHandler state_handler;
         const FsOps *ops;
         void *fs;
         int r;
@@ -61,6 +63,10 @@ int manager_new(Manager **ret, const Config *c) {
         r = device_new(&m->device, &handler, c->n_request_queues);
         if (r < 0)
                 return log_error_errno(r, "Failed to create the device: %m");
+        /* Live migration (docs/migration.md): the session moves through the frontend's pipe. */
+        m->migration = (Migration) { .fs = m->fs, .passthrough = m->passthrough, .opts = migration_options(c) };
+        state_handler = migration_state_handler(&m->migration);
+        device_set_state_handler(m->device, &state_handler);
         if (c->tag) { /* --tag: served through GET_CONFIG (config_verify() checked the length) */
                 r = device_set_config_tag(m->device, c->tag);
                 if (r < 0)
@@ -75,6 +81,8 @@ int manager_new(Manager **ret, const Config *c) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up statistics: %m");
         device_attach(m->device, m->executor, m->stats);
+        device_track_progress(m->device, survive_enabled());
+        survive_test_hooks_install(m->device);
         device_set_poll_us(m->device, c->poll_us);
         *ret = TAKE_PTR(m);
         return 0;
@@ -158,6 +166,7 @@ static void manager_disconnect(Manager *m, const char *why) {
         device_reset(m->device);
         fuse_server_reset(m->fs);
         bus_device_changed(m->bus);
+        survive_checkpoint(m); /* no connection: a process that takes over listens */
 
         if (m->config->keep_listening) {
                 (void) sd_event_source_set_enabled(m->listen_source, SD_EVENT_ON);
@@ -192,6 +201,7 @@ static int on_connection_io(sd_event_source *s, int fd, uint32_t revents, void *
                 return 0;
         }
         bus_device_changed(m->bus); /* features or running queues may have changed */
+        survive_checkpoint(m);
         return 0;
 }
 
@@ -212,6 +222,19 @@ static int on_listen_io(sd_event_source *s, int fd, uint32_t revents, void *user
          * once both socket buffers are full (vhost_user_handle() then drops the connection). */
         (void) setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
+        r = manager_attach_connection(m, TAKE_FD(c));
+        if (r < 0)
+                return r;
+        /* The Rust virtiofsd's wording: scripts and launchers match it. */
+        log_info("Client connected, servicing requests");
+        survive_checkpoint(m);
+        return 0;
+}
+
+int manager_attach_connection(Manager *m, int fd) {
+        _cleanup_close_ int c = fd;
+        int r;
+
         r = sd_event_add_io(m->event, &m->conn_source, c, EPOLLIN, on_connection_io, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch the connection: %m");
@@ -220,8 +243,6 @@ static int on_listen_io(sd_event_source *s, int fd, uint32_t revents, void *user
         m->n_connections++;
         /* One frontend at a time: a vhost-user device has exactly one driver. */
         (void) sd_event_source_set_enabled(m->listen_source, SD_EVENT_OFF);
-        /* The Rust virtiofsd's wording: scripts and launchers match it. */
-        log_info("Client connected, servicing requests");
         bus_device_changed(m->bus);
         manager_status(m, "Frontend connected");
         return 0;
@@ -363,6 +384,8 @@ int manager_listen(Manager *m, PathSocket *s) {
         return 0;
 }
 
+static int manager_loop(Manager *m);
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = userdata;
 
@@ -389,6 +412,21 @@ int manager_run(Manager *m) {
                 return log_error_errno(r, "Failed to set up the status timer: %m");
         (void) sd_event_source_set_description(m->status_timer, "status");
 
+        if (survive_enabled() && sandbox_generation() > 0) {
+                /* The previous serving process died: take over what it served. */
+                r = survive_resume(m);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot take over from the serving process that died: %m");
+                if (r > 0) {
+                        uint64_t now;
+                        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+                        m->restart_pause_usec = now - sandbox_death_usec();
+                        log_notice("Took over the guest's connection and rings (restart %u), %.1f ms after the "
+                                   "previous serving process died",
+                                   sandbox_generation(), (double) (now - sandbox_death_usec()) / 1000.0);
+                        return manager_loop(m);
+                }
+        }
         log_info("Serving %s, %u request queue%s", m->config->shared_dir, m->config->n_request_queues,
                  m->config->n_request_queues == 1 ? "" : "s");
         (void) sandbox_notify("READY=1");
@@ -396,6 +434,11 @@ int manager_run(Manager *m) {
         /* The line Kata's runtime-rs (and scripts written for virtiofsd) wait for before starting
          * the VM; the socket is listening by now. */
         log_info("Waiting for vhost-user socket connection...");
+        return manager_loop(m);
+}
+
+static int manager_loop(Manager *m) {
+        int r;
 
         r = sd_event_loop(m->event);
         if (r < 0)

@@ -10,6 +10,7 @@
 #include "fuse-handler.h"
 #include "fuse-server.h"
 #include "id-translate-fs.h"
+#include "migration.h"
 #include "passthrough.h"
 #include "stats.h"
 
@@ -20,6 +21,7 @@ typedef struct Manager {
         IdTranslateFs *translate; /* --translate-uid/--translate-gid around it, or NULL */
         FuseServer *fs;
         Device *device;
+        Migration migration; /* the device's state handler: DEVICE_STATE save and load */
         Executor *executor; /* threading mode and pool: executor_set_mode() switches live */
         Stats *stats;       /* request statistics: stats_snapshot() / stats_reset() */
         struct Bus *bus;    /* the D-Bus control object (bus.h); NULL without a bus */
@@ -39,6 +41,10 @@ typedef struct Manager {
         uint64_t status_requests; /* requests counted at the last refresh */
         uint64_t status_usec;     /* CLOCK_MONOTONIC of the last refresh, 0 before the first */
         double status_rate;       /* requests/s over the last interval, < 0 while unknown */
+
+        /* --crash-restarts: from the death of the previous serving process to this one serving its
+         * connection (0 in the first process, or when there was no connection to take over). */
+        uint64_t restart_pause_usec;
 } Manager;
 
 int manager_new(Manager **ret, const Config *c);
@@ -59,6 +65,9 @@ void path_socket_done(PathSocket *s, bool remove);
 /* Sets up listening; after this the frontend may connect. With --socket-path the manager takes
  * over *s (made by path_socket_create()). */
 int manager_listen(Manager *m, PathSocket *s);
+
+/* Serves the frontend connection fd (taken): accepted, or kept across a serving process's death. */
+int manager_attach_connection(Manager *m, int fd);
 
 /* Runs the loop until SIGTERM/SIGINT or the frontend leaves; returns the exit code. */
 int manager_run(Manager *m);

@@ -69,3 +69,18 @@ static inline int test_main_run(Suite *s) {
                 add_fn(_s);                                                                        \
                 return test_main_run(_s);                                                          \
         }
+
+/* A checked fixture's scratch directory: `name` (a char array) holds a fresh mkdtemp() of
+ * template for each case, removed after it; setup() and teardown() go to
+ * tcase_add_checked_fixture(). */
+#define TEST_TEMP_DIR_FIXTURE(name, template)                                                      \
+        static char name[] = template;                                                             \
+        static void setup(void) {                                                                  \
+                ck_assert_ptr_nonnull(mkdtemp(name));                                              \
+        }                                                                                          \
+        static void teardown(void) {                                                               \
+                char _cmd[sizeof name + 16];                                                       \
+                snprintf(_cmd, sizeof _cmd, "rm -rf %s", name);                                    \
+                ck_assert_int_eq(system(_cmd), 0);                                                 \
+                snprintf(name, sizeof name, "%s", template);                                       \
+        }

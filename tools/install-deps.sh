@@ -13,6 +13,8 @@ packages=(
         qemu-system-x86 qemu-system-common linux-image-amd64 busybox-static cpio
         # control plane tests: a real dbus-daemon; setpriv for the unprivileged caller
         dbus util-linux
+        # the conformance run's host check that no guest-made file carries a file capability
+        libcap2-bin
         # unprivileged vufsd with subordinate id ranges: the setuid newuidmap/newgidmap helpers
         uidmap
         # systemd tests: a debootstrapped root booted with systemd-nspawn
@@ -20,6 +22,8 @@ packages=(
         # benchmarks: fio in the guest, charts; the metadata benchmark (and its check, vm-bench-meta):
         # git and GNU tar in the guest, xz, an ext4 of its own per share on a loop device
         fio gnuplot-nox git xz-utils e2fsprogs
+        # metrics tests: promtool and a real Prometheus, the node exporter's textfile collector
+        prometheus prometheus-node-exporter
 )
 
 if [ "$(id -u)" != 0 ]; then

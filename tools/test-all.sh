@@ -17,12 +17,12 @@ failure_tails=$(mktemp)
 trap 'rm -f "$failure_tails"' EXIT
 
 # Adds the results of one meson test run (from its JSON log) to the totals, and each failed test's
-# last 40 lines of output to $failure_tails.
+# failure lines and last 40 lines of output to $failure_tails.
 count_results() {
         local log=$1/meson-logs/testlog${2:+-$2}.json
         [ -f "$log" ] || return 0
         read -r p f names < <(python3 - "$log" "$failure_tails" <<'PY'
-import json, sys
+import json, re, sys
 p = f = 0
 bad = []
 with open(sys.argv[2], "a") as tails:
@@ -33,9 +33,14 @@ with open(sys.argv[2], "a") as tails:
         elif t["result"] != "SKIP":
             f += 1
             bad.append(t["name"])
-            out = ((t.get("stdout") or "") + (t.get("stderr") or "")).rstrip("\n").split("\n")[-40:]
-            tails.write(f"---- {t['name']} ({t['result']}, {sys.argv[1]}): last {len(out)} lines ----\n")
-            tails.write("\n".join(out) + "\n")
+            out = ((t.get("stdout") or "") + (t.get("stderr") or "")).rstrip("\n").split("\n")
+            # check's failure lines (file:line:F: or :E:) and "not ok"/"FAIL" lines first: the
+            # daemon's log on stderr would otherwise push them out of the tail.
+            why = [l for l in out if re.search(r":[EF]:|^not ok|FAIL|ERROR: AddressSanitizer|runtime error", l)][:20]
+            tails.write(f"---- {t['name']} ({t['result']}, {sys.argv[1]}) ----\n")
+            if why:
+                tails.write("failure lines:\n" + "\n".join(why) + "\n")
+            tails.write(f"last {min(len(out), 40)} lines:\n" + "\n".join(out[-40:]) + "\n")
 print(p, f, ",".join(bad) or "-")
 PY
 )
@@ -91,7 +96,7 @@ else
         CC=clang meson setup build-fuzz "${fuzz_opts[@]}"
 fi
 meson compile -C build-fuzz tests/fuzz/fuzz-vhost-user tests/fuzz/fuzz-virtqueue tests/fuzz/fuzz-fuse tests/fuzz/fuzz-vhost-sequence \
-        tests/fuzz/fuzz-xattr-map tests/fuzz/fuzz-id-map tests/fuzz/fuzz-id-translate
+        tests/fuzz/fuzz-xattr-map tests/fuzz/fuzz-id-map tests/fuzz/fuzz-id-translate tests/fuzz/fuzz-state
 run_suite build-fuzz "" --no-rebuild --suite fuzz
 
 echo

@@ -21,14 +21,49 @@
 #include "log.h"
 #include "stats.h"
 
+/* VHOST_F_LOG_ALL and PROTOCOL_F_LOG_SHMFD: QEMU blocks the migration of a vhost-user device whose
+ * backend lacks either (it must see the pages the backend writes while guest memory is copied). */
 uint64_t device_offered_features(void) {
         return (1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_RING_F_INDIRECT_DESC) |
-               (1ULL << VIRTIO_RING_F_EVENT_IDX) | (1ULL << VHOST_USER_F_PROTOCOL_FEATURES);
+               (1ULL << VIRTIO_RING_F_EVENT_IDX) | (1ULL << VHOST_USER_F_PROTOCOL_FEATURES) | (1ULL << VHOST_F_LOG_ALL);
 }
 
 uint64_t device_offered_protocol_features(void) {
         return (1ULL << VHOST_USER_PROTOCOL_F_MQ) | (1ULL << VHOST_USER_PROTOCOL_F_REPLY_ACK) |
-               (1ULL << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS);
+               (1ULL << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ULL << VHOST_USER_PROTOCOL_F_LOG_SHMFD);
+}
+
+/* Hands every queue the log its completions mark: the device's log while VHOST_F_LOG_ALL is acked,
+ * else none; the used ring too where SET_VRING_ADDR asked for it. Each queue's under its lock, the
+ * old reference dropped after. */
+static void device_update_logging(Device *d) {
+        bool on = has_feature(d->features, VHOST_F_LOG_ALL) && d->log;
+
+        for (unsigned i = 0; i < d->n_queues; i++) {
+                Queue *q = &d->queues[i];
+                DirtyLog *old;
+
+                pthread_mutex_lock(&q->lock);
+                old = q->log;
+                q->log = on ? dirty_log_ref(d->log) : NULL;
+                q->log_used = q->addr_log;
+                q->used_log_gpa = q->addr_log_gpa;
+                pthread_mutex_unlock(&q->lock);
+                dirty_log_unref(old);
+        }
+}
+
+int device_set_log_base(Device *d, uint64_t size, uint64_t offset, int fd) {
+        DirtyLog *l;
+        int r = dirty_log_new(&l, fd, size, offset);
+
+        safe_close(fd);
+        if (r < 0)
+                return log_warning_errno(-r, "SET_LOG_BASE: cannot map a %" PRIu64 "-byte log at %" PRIu64 ": %m", size, offset);
+        dirty_log_unref(d->log);
+        d->log = l;
+        device_update_logging(d);
+        return 0;
 }
 
 int device_set_config_tag(Device *d, const char *tag) {
@@ -67,6 +102,7 @@ static Queue *device_queue(Device *d, unsigned idx) {
 
 int device_new(Device **ret, const RequestHandler *handler, unsigned n_request_queues) {
         _cleanup_(device_freep) Device *d = NULL;
+        int r;
 
         if (n_request_queues < 1 || n_request_queues > DEVICE_MAX_REQUEST_QUEUES)
                 return -ERANGE;
@@ -78,6 +114,9 @@ int device_new(Device **ret, const RequestHandler *handler, unsigned n_request_q
         d->handler = *handler;
         d->n_queues = 1 + n_request_queues;
         d->poll_fixed_us = DEVICE_DEFAULT_FIXED_POLL_US;
+        r = device_state_init(d);
+        if (r < 0)
+                return r;
         for (unsigned i = 0; i < d->n_queues; i++) {
                 queue_init(&d->queues[i], d, i);
                 d->queues[i].wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -91,14 +130,18 @@ int device_new(Device **ret, const RequestHandler *handler, unsigned n_request_q
 Device *device_free(Device *d) {
         if (!d)
                 return NULL;
+        device_state_cancel(d);
+        device_state_done(d);
         for (unsigned i = 0; i < d->n_queues; i++) {
                 queue_reset(&d->queues[i]);
+                d->queues[i].log = dirty_log_unref(d->queues[i].log);
                 safe_close(d->queues[i].wake_fd);
                 executor_detach_queue(&d->queues[i].exec);
                 pthread_mutex_destroy(&d->queues[i].lock);
                 pthread_cond_destroy(&d->queues[i].idle_cond);
         }
         guest_memory_unref(d->mem);
+        dirty_log_unref(d->log);
         free(d);
         return NULL;
 }
@@ -112,12 +155,17 @@ void device_attach(Device *d, Executor *e, Stats *s) {
 }
 
 void device_reset(Device *d) {
-        for (unsigned i = 0; i < d->n_queues; i++)
+        device_state_cancel(d); /* a transfer of the frontend that went */
+        for (unsigned i = 0; i < d->n_queues; i++) {
                 queue_reset(&d->queues[i]);
+                d->queues[i].addr_log = false;
+        }
         d->mem = guest_memory_unref(d->mem);
+        d->log = dirty_log_unref(d->log);
         d->features = 0;
         d->protocol_features = 0;
         d->owner_set = false;
+        device_update_logging(d);
 }
 
 unsigned device_running_queues(Device *d) {
@@ -143,6 +191,7 @@ int device_set_features(Device *d, uint64_t features) {
         if (!has_feature(features, VIRTIO_F_VERSION_1))
                 return log_warning_errno(EINVAL, "Frontend did not ack VIRTIO_F_VERSION_1; virtio-fs is modern only");
         d->features = features;
+        device_update_logging(d); /* VHOST_F_LOG_ALL turns logging on and off while queues run */
         return 0;
 }
 
@@ -253,8 +302,16 @@ int device_set_vring_addr(Device *d, const struct vhost_vring_addr *addr) {
 
         if (!q)
                 return -ERANGE;
-        if (q->thread_running)
+        /* QEMU sends the same addresses again with the log flag when a migration starts (and
+         * without when it ends): only that may change under a running queue. */
+        if (q->thread_running && (addr->desc_user_addr != q->vq.desc_qva || addr->avail_user_addr != q->vq.avail_qva ||
+                                  addr->used_user_addr != q->vq.used_qva))
                 return log_warning_errno(EBUSY, "Queue %u: address change while running", addr->index);
+        q->addr_log = addr->flags & (1u << VHOST_VRING_F_LOG);
+        q->addr_log_gpa = addr->log_guest_addr;
+        device_update_logging(d);
+        if (q->thread_running)
+                return 0;
         q->vq.desc_qva = addr->desc_user_addr;
         q->vq.avail_qva = addr->avail_user_addr;
         q->vq.used_qva = addr->used_user_addr;
@@ -372,4 +429,31 @@ int device_set_vring_enable(Device *d, unsigned idx, bool enable) {
         if (enable && q->thread_running)
                 (void) eventfd_write(q->wake_fd, 1); /* process what queued up while disabled */
         return 0;
+}
+
+int device_vring_inflight_fd(Device *d, unsigned idx) {
+        Queue *q = device_queue(d, idx);
+
+        return q ? q->table.fd : -1;
+}
+
+int device_set_vring_inflight(Device *d, unsigned idx, int fd) {
+        _cleanup_close_ int owned = fd;
+        Queue *q = device_queue(d, idx);
+
+        if (!q)
+                return -ERANGE;
+        if (q->thread_running)
+                return log_warning_errno(EBUSY, "Queue %u: in-flight table while running", idx);
+        safe_close(q->resume_fd);
+        q->resume_fd = TAKE_FD(owned);
+        return 0;
+}
+
+void device_set_step_hook(Device *d, DeviceStepHook hook) {
+        d->step_hook = hook;
+}
+
+void device_track_progress(Device *d, bool on) {
+        d->track_progress = on;
 }

@@ -55,7 +55,10 @@ typedef struct RequestHandler {
         size_t header_size;
         /* What kind of work the request is (executor.h), for choosing a thread: from the header
          * copy h and rest = the bytes after it (a copy of the iterator: read it freely, the guest
-         * may change them, they only pick a class). Trusts nothing. NULL: every request is META. */
+         * may change them, they only pick a class). Trusts nothing. NULL: every request is META.
+         * Called at most once per request, on its queue thread, and every request classified is
+         * then processed with the same header copy (the FUSE handler relies on it to keep an
+         * INTERRUPT for a lock wait that has not started yet). */
         ExecClass (*classify)(void *data, const void *h, const ChainIter *rest);
         /* Handles one request: h = the header copy the request was routed by and in = the
          * readable bytes after it; or h = NULL for a chain shorter than a header, in = all of it.
@@ -64,6 +67,12 @@ typedef struct RequestHandler {
          * and never fails. Called from several threads at once (queue threads, pool workers,
          * helpers). */
         uint32_t (*process)(void *data, const void *h, ChainIter *in, ChainIter *out, bool may_wait, RequestInfo *info);
+        /* Answers a request whose host call a process that died had made, with its result
+         * (request-progress.h), without making it again, or (started) was about to make, result
+         * saying whether its name existed then; same arguments and return as process().
+         * NULL: such requests are run again. */
+        uint32_t (*replay)(void *data, const void *h, ChainIter *in, ChainIter *out, bool started,
+                           int64_t result, RequestInfo *info);
         /* Ends every blocking wait in progress with an error reply: a queue that must stop cannot
          * wait for the guest. NULL when no request ever blocks. */
         void (*cancel_waits)(void *data);
@@ -131,6 +140,59 @@ int device_set_vring_kick(Device *d, unsigned idx, int fd);
 int device_set_vring_call(Device *d, unsigned idx, int fd);
 int device_set_vring_err(Device *d, unsigned idx, int fd);
 int device_set_vring_enable(Device *d, unsigned idx, bool enable);
+/* The points of a request's life a test build may stop the process at (tests/frontend/
+ * test-hooks.c, in vufsd-test-hooks only): after the pop, after the host call, with the reply
+ * written into the chain,
+ * with its used entry written, with the used index published (before the call eventfd). */
+typedef enum DeviceStep {
+        DEVICE_STEP_POPPED,
+        DEVICE_STEP_HOST_DONE, /* a request that tells (request-progress.h): its host call returned */
+        DEVICE_STEP_REPLIED,
+        DEVICE_STEP_PUSHED,
+        DEVICE_STEP_PUBLISHED,
+        _DEVICE_STEP_MAX,
+} DeviceStep;
+typedef void (*DeviceStepHook)(DeviceStep step, const void *header);
+/* NULL in vufsd: manager.c installs one only where a test build defines it. */
+void device_set_step_hook(Device *d, DeviceStepHook hook);
+/* Requests tell their host call's progress (request-progress.h) into the in-flight tables: with
+ * --crash-restarts only (it costs a name operation one more system call). */
+void device_track_progress(Device *d, bool on);
+
+/* The in-flight table of queue idx (its memfd, still the device's; -1 before its first start), for
+ * a keeper to hold across this process's death (docs/survival.md). */
+int device_vring_inflight_fd(Device *d, unsigned idx);
+/* A table a previous serving process left for queue idx (fd taken): its next start resumes from
+ * it instead of from the base alone (queue.c). */
+int device_set_vring_inflight(Device *d, unsigned idx, int fd);
+
+/* ---- live migration (device-state.c, docs/migration.md) ---- */
+
+/* What saves and restores the state behind the device (the FUSE session), handed in by the
+ * composition. Both run on the device's transfer thread, never on the main thread, and only while
+ * every queue is stopped. */
+typedef struct DeviceStateHandler {
+        /* The whole state into *ret (malloc'd), or a negative errno with the reason in err. */
+        int (*save)(void *data, uint8_t **ret, size_t *ret_len, char *err, size_t errlen);
+        /* Restores buf (untrusted: the frontend's bytes); on failure the state behind the device
+         * is as after a reset, and err says why. */
+        int (*load)(void *data, const uint8_t *buf, size_t len, char *err, size_t errlen);
+        uint64_t max_len; /* a load stream longer than this is refused unread */
+        void *data;
+} DeviceStateHandler;
+
+/* With a handler, VHOST_USER_PROTOCOL_F_DEVICE_STATE is offered. Before the frontend connects. */
+void device_set_state_handler(Device *d, const DeviceStateHandler *h);
+/* SET_DEVICE_STATE_FD: starts saving into (VHOST_USER_TRANSFER_SAVE) or loading from fd (taken
+ * over) on a thread of its own. -EBUSY while a queue runs or another transfer is in progress. */
+int device_set_state_fd(Device *d, uint32_t direction, int fd);
+/* CHECK_DEVICE_STATE: the outcome of the last transfer, waiting for it at most
+ * DEVICE_STATE_CHECK_TIMEOUT_MS (a load still being applied; then -ETIMEDOUT and the transfer is
+ * cancelled). -ENOENT when none was started. Main thread. */
+#define DEVICE_STATE_CHECK_TIMEOUT_MS 20000
+int device_check_state(Device *d);
+/* SET_LOG_BASE: the dirty log (fd not taken). */
+int device_set_log_base(Device *d, uint64_t size, uint64_t offset, int fd);
 
 /* The device as the backend of vhost-user messages (vhost_user_handle(&device_vhost_ops, d, ...)). */
 extern const VhostUserBackendOps device_vhost_ops;

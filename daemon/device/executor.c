@@ -433,6 +433,17 @@ void executor_submit(Executor *e, ExecWork *w, ExecRoute route) {
         w->next = NULL;
         w->on_submitter = false;
         pthread_mutex_lock(&ws->lock);
+        if (ws->helpers && atomic_load_explicit(&ws->live, memory_order_relaxed) >= ws->cap &&
+            ws->idle <= atomic_load_explicit(&ws->queued, memory_order_relaxed)) {
+                /* Every helper is taken (each waits for a lock as long as the guest likes) and none
+                 * is idle for this one: queued, it would hold its ring element and be out of reach
+                 * of INTERRUPT behind waits that may never end. It runs here instead, on_submitter:
+                 * one attempt, ENOLCK when the lock is taken (issue 31; docs/security.md, "Bounds"). */
+                pthread_mutex_unlock(&ws->lock);
+                w->on_submitter = true;
+                w->run(w);
+                return;
+        }
         if (ws->tail)
                 ws->tail->next = w;
         else

@@ -132,5 +132,6 @@ void executor_account(ExecQueue *q, ExecClass c, uint64_t ns, bool ran_inline);
 
 /* Hands w to the pool (EXEC_ROUTE_POOL) or to a helper (EXEC_ROUTE_HELPER). Never fails: if no
  * thread can be created, w (or work queued ahead of it) runs in the caller before this returns,
- * with on_submitter set. */
+ * with on_submitter set. A helper request also runs in the caller, with on_submitter set, when all
+ * EXECUTOR_MAX_HELPERS helpers are busy: lock waits are never queued behind the cap. */
 void executor_submit(Executor *e, ExecWork *w, ExecRoute route);

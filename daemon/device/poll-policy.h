@@ -1,6 +1,6 @@
 /* poll-policy.h: how long a request queue thread busy-polls its ring at an idle moment under
  * --poll-us=auto. A pure function of what the thread observed, so it is tested on its own
- * (tests/test-poll-policy.c); queue.c feeds it and obeys it. */
+ * (tests/unit/device/test-poll-policy.c); queue.c feeds it and obeys it. */
 #pragma once
 
 #include <stdbool.h>

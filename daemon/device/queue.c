@@ -16,6 +16,7 @@
 
 #include "chain.h"
 #include "log.h"
+#include "request-progress.h"
 #include "poll-policy.h"
 #include "stats.h"
 
@@ -35,6 +36,16 @@
  * cancelled (see queue_stop()). */
 #define QUEUE_STOP_GRACE_MS 200
 
+/* Requests one queue holds in flight at most, whatever its ring size (a ring may have 32768 slots,
+ * and each element is about 16.5 KiB: 1024 iovecs): past it the queue thread leaves the guest's
+ * requests in the ring until a completion frees an element. 17 queues x 256 x 16.5 KiB = 70 MiB
+ * per device at most (docs/security.md, "Bounds"; before, 9 GiB). */
+#define QUEUE_MAX_ELEMS 256u
+/* Of those, requests waiting for a lock (SETLKW on a helper) at most: a lock wait past it is tried
+ * once and answered (ENOLCK when the lock is taken), so the rest of the queue's elements stay free
+ * for the requests that would release the locks. */
+#define QUEUE_MAX_LOCK_WAITS (QUEUE_MAX_ELEMS / 2)
+
 /* One popped request with what the data path needs to hand it to another thread. Allocated once
  * per ring slot (recycled through Queue.free_elems as its VqElem), never per request. */
 typedef struct QueueRequest {
@@ -50,6 +61,9 @@ typedef struct QueueRequest {
         bool have_hdr; /* false: the chain is shorter than a header */
         ChainIter in;  /* the readable bytes after the header (all of them without one): read once */
         bool sample;       /* measure its CPU time for the executor (executor_want_sample()) */
+        bool replay;       /* a process that died made (or was making) its host call: see result */
+        bool started;      /* ...was making it: result says whether its name existed */
+        int64_t result;
         uint64_t start_ns; /* CLOCK_MONOTONIC when dispatched: latency = completion - this */
 } QueueRequest;
 
@@ -91,9 +105,9 @@ static VqElem *queue_get_elem(Queue *q) {
                 q->free_elems = e->next_free;
                 return e;
         }
-        /* At most one element per ring slot is ever in flight, so this allocation happens only
-         * while the queue warms up, not per request. */
-        if (q->n_elems >= q->vq.num)
+        /* At most one element per ring slot is ever in flight, and at most QUEUE_MAX_ELEMS, so this
+         * allocation happens only while the queue warms up, not per request. */
+        if (q->n_elems >= MIN(q->vq.num, QUEUE_MAX_ELEMS))
                 return NULL;
         r = malloc(sizeof *r);
         if (!r)
@@ -127,6 +141,21 @@ void queue_mark_broken_locked(Queue *q, const char *why) {
         }
 }
 
+/* With q->lock, before a used element is written: a migration copying guest memory sees the used
+ * ring (its index, the element, the event field after them) as written. */
+static void queue_log_used_locked(Queue *q) {
+        if (q->log && q->log_used)
+                dirty_log_mark(q->log, q->used_log_gpa,
+                               sizeof(struct vring_used) + (uint64_t) q->vq.num * sizeof(struct vring_used_elem) + 2);
+}
+
+/* Tells the test build's hook (vufsd-test-hooks, crash survival) that a request reached a step of
+ * its life; no hook in vufsd itself. */
+static inline void queue_step(Queue *q, DeviceStep step, VqElem *e) {
+        if (__builtin_expect(q->dev->step_hook != NULL, 0))
+                q->dev->step_hook(step, queue_request(e)->hdr);
+}
+
 /* Completes one request: the used-ring entry, the guest notification, the element recycled. On a
  * worker this is its last access to the queue: once inflight drops to zero under the lock,
  * queue_stop() may return and the queue be reset or freed. may_defer: the queue thread has more of
@@ -135,14 +164,26 @@ static void queue_complete(Queue *q, VqElem *e, uint32_t len, bool may_defer) {
         GuestMemory *mem;
 
         pthread_mutex_lock(&q->lock);
+        /* A migration copying guest memory sees what this request wrote (the whole writable part:
+         * more than needed at times, never less) and the used ring entry below. */
+        if (q->log && (e->mem || q->mem)) /* an inline request runs under the batch's snapshot, the queue's */
+                dirty_log_mark_iov(q->log, e->mem ? e->mem : q->mem, e->iov + e->n_in, e->n_out);
+        queue_log_used_locked(q);
         /* A broken queue's ring is not touched again (its memory may be gone, see
          * device_publish_memory()): the reply is dropped, the guest resets the queue. */
         if (!q->vq.broken) {
                 vq_push(&q->vq, e->head, len);
-                if (may_defer && ++q->unnotified < QUEUE_NOTIFY_EVERY)
+                queue_step(q, DEVICE_STEP_PUSHED, e);
+                if (may_defer && ++q->unnotified < QUEUE_NOTIFY_EVERY) {
                         vq_publish(&q->vq);
-                else
+                        queue_step(q, DEVICE_STEP_PUBLISHED, e);
+                } else {
+                        if (__builtin_expect(q->dev->step_hook != NULL, 0)) {
+                                vq_publish(&q->vq);
+                                queue_step(q, DEVICE_STEP_PUBLISHED, e);
+                        }
                         queue_notify_locked(q);
+                }
         }
         /* The queue thread found every element in flight and waits for this one (queue_process()). */
         if (q->starved) {
@@ -174,6 +215,26 @@ static void device_cancel_waits(Device *d) {
 
 /* Returns when it ended (CLOCK_MONOTONIC), which the queue thread takes as the start of the next
  * request of its batch. */
+/* request-progress.h's hook for the request this thread runs. */
+typedef struct QueueProgress {
+        RequestProgress p;
+        Queue *q;
+        VqElem *e;
+} QueueProgress;
+
+static void queue_host_done(RequestProgress *p, int64_t result) {
+        QueueProgress *qp = (QueueProgress *) p;
+
+        inflight_host_done(&qp->q->table, qp->e->head, result);
+        queue_step(qp->q, DEVICE_STEP_HOST_DONE, qp->e);
+}
+
+static void queue_started(RequestProgress *p, bool existed) {
+        QueueProgress *qp = (QueueProgress *) p;
+
+        inflight_started(&qp->q->table, qp->e->head, existed);
+}
+
 static uint64_t queue_run_request(Queue *q, QueueRequest *r, bool may_defer, bool may_wait) {
         Device *d = q->dev;
         VqElem *e = &r->elem;
@@ -181,14 +242,25 @@ static uint64_t queue_run_request(Queue *q, QueueRequest *r, bool may_defer, boo
         RequestInfo info = {};
         uint64_t lat_ns, end_ns, run_ns = 0, cpu_ns = 0;
         uint32_t len;
+        QueueProgress progress = { .p.host_done = queue_host_done, .p.started = queue_started, .q = q, .e = e };
 
         chain_iter_init(&out, e->iov + e->n_in, e->n_out);
         if (r->sample) {
                 run_ns = now_ns();
                 cpu_ns = thread_cpu_ns();
         }
-        len = d->handler.process(d->handler.data, r->have_hdr ? r->hdr : NULL /* "no header" */, &r->in, &out,
-                                 may_wait, &info);
+        queue_step(q, DEVICE_STEP_POPPED, e);
+        request_progress = d->track_progress ? &progress.p : NULL;
+        if (__builtin_expect(r->replay, 0) && r->have_hdr)
+                len = d->handler.replay(d->handler.data, r->hdr, &r->in, &out, r->started, r->result, &info);
+        else
+                len = d->handler.process(d->handler.data, r->have_hdr ? r->hdr : NULL /* "no header" */, &r->in,
+                                         &out, may_wait, &info);
+        request_progress = NULL;
+        /* Answered: from here a process that takes over publishes this reply, never runs the
+         * request again (a WRITE would be doubled, a MKDIR answer EEXIST). */
+        inflight_replied(&q->table, e->head, len);
+        queue_step(q, DEVICE_STEP_REPLIED, e);
 
         /* The one clock read of this request (sampled ones read two more): statistics and the
          * executor's estimates share it, and inline the next request of the batch starts at it. A
@@ -203,6 +275,8 @@ static uint64_t queue_run_request(Queue *q, QueueRequest *r, bool may_defer, boo
         }
         if (d->stats)
                 stats_record(d->stats, q->index, info.opcode, info.error, info.bytes, lat_ns / 1000);
+        if (r->route == EXEC_ROUTE_HELPER) /* before the completion, which may free the queue */
+                atomic_fetch_sub_explicit(&q->lock_waits, 1, memory_order_relaxed);
         queue_complete(q, e, len, may_defer);
         return end_ns;
 }
@@ -240,6 +314,13 @@ static void queue_dispatch(Queue *q, VqElem *e, unsigned backlog, GuestMemory *b
                 /* hiprio carries FORGET and INTERRUPT: always here, except a (misplaced) lock wait. */
                 if (q->index != DEVICE_HIPRIO_QUEUE || r->class == EXEC_CLASS_LOCK_WAIT)
                         r->route = executor_route(&q->exec, r->class, backlog);
+                /* Only this thread adds lock waits, so the check and the add need no lock. */
+                if (r->route == EXEC_ROUTE_HELPER) {
+                        if (atomic_load_explicit(&q->lock_waits, memory_order_relaxed) >= QUEUE_MAX_LOCK_WAITS)
+                                r->route = EXEC_ROUTE_INLINE; /* may not wait: one attempt */
+                        else
+                                atomic_fetch_add_explicit(&q->lock_waits, 1, memory_order_relaxed);
+                }
                 /* Lock waits last as long as the guest makes them: no measure of anything. */
                 r->sample = r->route != EXEC_ROUTE_HELPER && executor_want_sample(&q->exec, r->class);
         }
@@ -303,7 +384,22 @@ static void queue_process(Queue *q) {
                                 q->starved = starved;
                                 break;
                         }
-                        r = vq_pop(&q->vq, q->mem, e);
+                        /* Requests a previous serving process popped and did not answer
+                         * (queue_resume()) before any new one. */
+                        queue_request(e)->replay = false;
+                        if (__builtin_expect(q->rerun_next < q->resume.n_rerun, 0)) {
+                                uint16_t head = q->resume.rerun[q->rerun_next++];
+                                const InflightDesc *t = &q->table.h->desc[head];
+
+                                r = vq_pop_head(&q->vq, q->mem, head, e);
+                                if ((t->state == INFLIGHT_HOST_DONE || t->state == INFLIGHT_STARTED) &&
+                                    q->dev->handler.replay) {
+                                        queue_request(e)->replay = true;
+                                        queue_request(e)->started = t->state == INFLIGHT_STARTED;
+                                        queue_request(e)->result = t->result;
+                                }
+                        } else
+                                r = vq_pop(&q->vq, q->mem, e);
                         if (r == VQ_POP_EMPTY || r < 0) {
                                 e->next_free = q->free_elems;
                                 q->free_elems = e;
@@ -315,6 +411,7 @@ static void queue_process(Queue *q) {
                                 /* The head is valid: hand it back empty so the guest's slot is not leaked. */
                                 log_guest("Queue %u: malformed descriptor chain at head %u, failing it",
                                           q->index, e->head);
+                                queue_log_used_locked(q);
                                 vq_push(&q->vq, e->head, 0);
                                 queue_notify_locked(q);
                                 e->next_free = q->free_elems;
@@ -627,8 +724,66 @@ void queue_stop(Queue *q) {
         atomic_store(&q->stopping, false);
 }
 
+/* The table this start records in: the one a previous process left (resume_fd), or this queue's
+ * own, emptied (a stopped queue has nothing in flight), or a new one at the first start. */
+static int queue_table_prepare(Queue *q) {
+        int r;
+
+        inflight_resume_done(&q->resume);
+        q->rerun_next = 0;
+        if (q->resume_fd >= 0) {
+                Inflight t;
+
+                r = inflight_adopt(&t, TAKE_FD(q->resume_fd), q->vq.num);
+                if (r >= 0) {
+                        inflight_done(&q->table);
+                        q->table = t;
+                        q->vq.inflight = &q->table;
+                        return 1;
+                }
+                log_warning_errno(r, "Queue %u: the previous process's in-flight table is unusable, "
+                                     "starting with an empty one: %m", q->index);
+        }
+        if (q->table.h && q->table.h->num == q->vq.num) {
+                memset(q->table.h->desc, 0, (size_t) q->vq.num * sizeof(InflightDesc));
+                q->table.n_pushed = 0;
+        } else {
+                inflight_done(&q->table);
+                r = inflight_new(&q->table, q->vq.num);
+                if (r < 0)
+                        return r;
+        }
+        inflight_set_last_avail(&q->table, q->vq.last_avail);
+        q->vq.inflight = &q->table;
+        return 0;
+}
+
+/* A table from a previous process: where the ring goes on, replies written and not published
+ * published now (their requests are not run again), requests popped and not answered queued for
+ * the thread. Under the queue lock, the ring mapped. */
+static int queue_resume_locked(Queue *q) {
+        VirtQueue *vq = &q->vq;
+        int r;
+
+        r = inflight_resume(&q->table, vq->used_idx, &q->resume);
+        if (r < 0)
+                return r;
+        vq->last_avail = q->resume.last_avail;
+        for (unsigned i = 0; i < q->resume.n_repush; i++) {
+                uint16_t head = q->resume.repush[i];
+                vq_push(vq, head, q->table.h->desc[head].len);
+        }
+        /* Always: the dead process may have published replies and died before their interrupt
+         * (after a remap the first look always sends one; a spurious one costs the guest a look). */
+        queue_notify_locked(q);
+        log_info("Queue %u resumed: next avail %u, %u requests run again, %u replies published again",
+                 q->index, vq->last_avail, q->resume.n_rerun, q->resume.n_repush);
+        return 0;
+}
+
 int queue_start(Queue *q) {
         Device *d = q->dev;
+        bool adopted;
         int r;
 
         if (q->thread_running || q->kick_fd < 0)
@@ -637,6 +792,10 @@ int queue_start(Queue *q) {
                 return log_warning_errno(EINVAL, "Queue %u kicked before its size, addresses and memory were set",
                                          q->index);
 
+        r = queue_table_prepare(q);
+        if (r < 0)
+                return log_warning_errno(r, "Queue %u: no in-flight table: %m", q->index);
+        adopted = r > 0;
         pthread_mutex_lock(&q->lock);
         q->vq.event_idx = has_feature(d->features, VIRTIO_RING_F_EVENT_IDX);
         q->vq.indirect = has_feature(d->features, VIRTIO_RING_F_INDIRECT_DESC);
@@ -648,6 +807,8 @@ int queue_start(Queue *q) {
         r = vq_map(&q->vq, q->mem);
         if (r < 0) /* no pointers into an earlier mapping survive a failed start */
                 q->vq.desc = NULL, q->vq.avail = NULL, q->vq.used = NULL;
+        else if (adopted)
+                r = queue_resume_locked(q);
         pthread_mutex_unlock(&q->lock);
         if (r < 0)
                 return log_warning_errno(r, "Queue %u: ring addresses are outside guest memory", q->index);
@@ -680,6 +841,8 @@ void queue_init(Queue *q, Device *d, unsigned index) {
                 .err_fd = -1,
                 .wake_fd = -1,
                 .epoll_fd = -1,
+                .resume_fd = -1,
+                .table = { .fd = -1 },
         };
         q->vq.index = index;
         pthread_mutex_init(&q->lock, NULL);
@@ -702,11 +865,15 @@ void queue_reset(Queue *q) {
         q->mem = guest_memory_unref(q->mem);
         queue_free_elems(q);
         q->vq = (VirtQueue) { .index = q->index };
+        inflight_done(&q->table);
+        inflight_resume_done(&q->resume);
+        q->rerun_next = 0;
         q->unnotified = 0;
         q->starved = false;
         pthread_mutex_unlock(&q->lock);
         q->kick_fd = safe_close(q->kick_fd);
         q->err_fd = safe_close(q->err_fd);
+        q->resume_fd = safe_close(q->resume_fd);
         q->addr_set = false;
         atomic_store(&q->enabled, false);
 }

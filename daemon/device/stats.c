@@ -30,10 +30,12 @@ typedef struct StatsShard {
         uint64_t ended; /* release store: a reader that sees it also sees the matching begun */
         StatsCounters op[STATS_MAX_OPCODE];
         StatsCounters queue[DEVICE_MAX_QUEUES];
+        uint64_t errnos[STATS_MAX_ERRNO];
 
         /* Reset baselines; under Stats.lock. */
         StatsCounters base_op[STATS_MAX_OPCODE];
         StatsCounters base_queue[DEVICE_MAX_QUEUES];
+        uint64_t base_errnos[STATS_MAX_ERRNO];
 } StatsShard;
 
 struct Stats {
@@ -202,13 +204,14 @@ void stats_begin(Stats *s) {
                 counter_add(&sh->begun, 1);
 }
 
-static inline void counters_add(StatsCounters *c, bool error, uint64_t bytes, unsigned bucket) {
+static inline void counters_add(StatsCounters *c, bool error, uint64_t bytes, unsigned bucket, uint64_t latency_us) {
         counter_add(&c->requests, 1);
         if (bytes)
                 counter_add(&c->bytes, bytes);
         if (error)
                 counter_add(&c->errors, 1);
         counter_add(&c->latency_hist[bucket], 1);
+        counter_add(&c->latency_sum_us, latency_us);
 }
 
 void stats_record(Stats *s, unsigned queue, uint32_t opcode, int error, uint64_t bytes, uint64_t latency_us) {
@@ -217,31 +220,33 @@ void stats_record(Stats *s, unsigned queue, uint32_t opcode, int error, uint64_t
 
         if (!sh)
                 return;
-        counters_add(&sh->op[opcode < STATS_MAX_OPCODE ? opcode : 0], error != 0, bytes, bucket);
+        counters_add(&sh->op[opcode < STATS_MAX_OPCODE ? opcode : 0], error != 0, bytes, bucket, latency_us);
         if (queue < DEVICE_MAX_QUEUES)
-                counters_add(&sh->queue[queue], error != 0, bytes, bucket);
+                counters_add(&sh->queue[queue], error != 0, bytes, bucket, latency_us);
+        if (error) /* error is a negative errno; anything else counts as "other" */
+                counter_add(&sh->errnos[error < 0 && error > -STATS_MAX_ERRNO ? -error : 0], 1);
         __atomic_store_n(&sh->ended, __atomic_load_n(&sh->ended, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 }
 
-/* acc += cur - base, field by field (StatsCounters is all uint64_t). */
-static void counters_sum(StatsCounters *acc, const StatsCounters *cur, const StatsCounters *base) {
-        const uint64_t *c = (const uint64_t *) cur, *b = (const uint64_t *) base;
-        uint64_t *a = (uint64_t *) acc;
-
-        for (size_t i = 0; i < sizeof(StatsCounters) / sizeof(uint64_t); i++) {
-                uint64_t v = counter_get(&c[i]);
+/* acc[i] += cur[i] - base[i] for n counters. */
+static void u64s_sum(uint64_t *acc, const uint64_t *cur, const uint64_t *base, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                uint64_t v = counter_get(&cur[i]);
                 /* Counters only grow and the baseline was read earlier under the same lock. */
-                a[i] += v >= b[i] ? v - b[i] : 0;
+                acc[i] += v >= base[i] ? v - base[i] : 0;
         }
 }
 
-static void counters_copy(StatsCounters *dst, const StatsCounters *cur) {
-        const uint64_t *c = (const uint64_t *) cur;
-        uint64_t *d = (uint64_t *) dst;
-
-        for (size_t i = 0; i < sizeof(StatsCounters) / sizeof(uint64_t); i++)
-                d[i] = counter_get(&c[i]);
+static void u64s_copy(uint64_t *dst, const uint64_t *cur, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                dst[i] = counter_get(&cur[i]);
 }
+
+/* The same for whole arrays of counters (StatsCounters rows are all uint64_t), counter by counter. */
+#define ROWS_SUM(acc, cur, base)                                                                                      \
+        u64s_sum((uint64_t *) (acc), (const uint64_t *) (cur), (const uint64_t *) (base),                             \
+                 sizeof(cur) / (sizeof(uint64_t)))
+#define ROWS_COPY(dst, cur) u64s_copy((uint64_t *) (dst), (const uint64_t *) (cur), sizeof(cur) / (sizeof(uint64_t)))
 
 void stats_snapshot(Stats *s, StatsSnapshot *ret) {
         uint64_t begun = 0, ended = 0;
@@ -249,10 +254,9 @@ void stats_snapshot(Stats *s, StatsSnapshot *ret) {
         memset(ret, 0, sizeof *ret);
         pthread_mutex_lock(&s->lock);
         for (StatsShard *sh = s->shards; sh; sh = sh->next) {
-                for (unsigned i = 0; i < STATS_MAX_OPCODE; i++)
-                        counters_sum(&ret->op[i], &sh->op[i], &sh->base_op[i]);
-                for (unsigned i = 0; i < DEVICE_MAX_QUEUES; i++)
-                        counters_sum(&ret->queue[i], &sh->queue[i], &sh->base_queue[i]);
+                ROWS_SUM(ret->op, sh->op, sh->base_op);
+                ROWS_SUM(ret->queue, sh->queue, sh->base_queue);
+                ROWS_SUM(ret->errnos, sh->errnos, sh->base_errnos);
         }
         /* Every ended count first (acquire), then every begun count: a request seen as ended is
          * also seen as begun, so the difference never goes negative. */
@@ -267,10 +271,9 @@ void stats_snapshot(Stats *s, StatsSnapshot *ret) {
 void stats_reset(Stats *s) {
         pthread_mutex_lock(&s->lock);
         for (StatsShard *sh = s->shards; sh; sh = sh->next) {
-                for (unsigned i = 0; i < STATS_MAX_OPCODE; i++)
-                        counters_copy(&sh->base_op[i], &sh->op[i]);
-                for (unsigned i = 0; i < DEVICE_MAX_QUEUES; i++)
-                        counters_copy(&sh->base_queue[i], &sh->queue[i]);
+                ROWS_COPY(sh->base_op, sh->op);
+                ROWS_COPY(sh->base_queue, sh->queue);
+                ROWS_COPY(sh->base_errnos, sh->errnos);
         }
         pthread_mutex_unlock(&s->lock);
 }

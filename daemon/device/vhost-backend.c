@@ -5,11 +5,13 @@ static uint64_t vb_offered_features(void *b) {
         return device_offered_features();
 }
 
-/* CONFIG only with a tag (as the Rust virtiofsd: without one there is nothing a VMM should read
+/* DEVICE_STATE with a state handler (the composition always hands one in: docs/migration.md says
+ * why it is offered whatever the options). CONFIG only with a tag (as the Rust virtiofsd: without one there is nothing a VMM should read
  * from us). */
 static uint64_t vb_offered_protocol_features(void *b) {
         const Device *d = b;
-        return device_offered_protocol_features() | (d->has_tag ? 1ULL << VHOST_USER_PROTOCOL_F_CONFIG : 0);
+        return device_offered_protocol_features() | (d->has_tag ? 1ULL << VHOST_USER_PROTOCOL_F_CONFIG : 0) |
+               (d->has_state_handler ? 1ULL << VHOST_USER_PROTOCOL_F_DEVICE_STATE : 0);
 }
 
 static size_t vb_get_config(void *b, uint8_t *buf, size_t size) {
@@ -88,6 +90,18 @@ static int vb_set_vring_enable(void *b, unsigned idx, bool enable) {
         return device_set_vring_enable(b, idx, enable);
 }
 
+static int vb_set_log_base(void *b, uint64_t size, uint64_t offset, int fd) {
+        return device_set_log_base(b, size, offset, fd);
+}
+
+static int vb_set_device_state_fd(void *b, uint32_t direction, int fd) {
+        return device_set_state_fd(b, direction, fd);
+}
+
+static int vb_check_device_state(void *b) {
+        return device_check_state(b);
+}
+
 const VhostUserBackendOps device_vhost_ops = {
         .offered_features = vb_offered_features,
         .offered_protocol_features = vb_offered_protocol_features,
@@ -109,4 +123,7 @@ const VhostUserBackendOps device_vhost_ops = {
         .set_vring_err = vb_set_vring_err,
         .set_vring_enable = vb_set_vring_enable,
         .get_config = vb_get_config,
+        .set_log_base = vb_set_log_base,
+        .set_device_state_fd = vb_set_device_state_fd,
+        .check_device_state = vb_check_device_state,
 };

@@ -1,4 +1,4 @@
-/* fs-options.c: names of the cache policies and feature modes. */
+/* fs-options.c: names of the cache policies, feature modes and privileged-file modes. */
 #include "fs-options.h"
 
 #include <string.h>
@@ -34,4 +34,18 @@ const char *feature_mode_to_string(FeatureMode m) {
 
 FeatureMode feature_mode_from_string(const char *s) {
         return (FeatureMode)string_table_lookup(feature_mode_table, _FEATURE_MODE_MAX, s);
+}
+
+static const char *const privileged_files_table[_PRIVILEGED_FILES_MAX] = {
+        [PRIVILEGED_FILES_MAP] = "map",
+        [PRIVILEGED_FILES_REFUSE] = "refuse",
+        [PRIVILEGED_FILES_ALLOW] = "allow",
+};
+
+const char *privileged_files_to_string(PrivilegedFiles m) {
+        return (int)m >= 0 && m < _PRIVILEGED_FILES_MAX ? privileged_files_table[m] : NULL;
+}
+
+PrivilegedFiles privileged_files_from_string(const char *s) {
+        return (PrivilegedFiles)string_table_lookup(privileged_files_table, _PRIVILEGED_FILES_MAX, s);
 }

@@ -40,6 +40,27 @@ typedef enum InodeFileHandles {
         _INODE_FILE_HANDLES_INVALID = -EINVAL,
 } InodeFileHandles;
 
+/* --privileged-files: what becomes of set-id bits on regular files, device nodes and file
+ * capabilities a guest makes (docs/security.md "Privileged files: map, refuse, allow"). map keeps
+ * them as authenticated metadata the guest sees and the host does not act on; refuse drops the
+ * bits and answers EPERM for the rest; allow makes them for real (--allow-privileged-files). */
+typedef enum PrivilegedFiles {
+        PRIVILEGED_FILES_MAP,
+        PRIVILEGED_FILES_REFUSE,
+        PRIVILEGED_FILES_ALLOW,
+        _PRIVILEGED_FILES_MAX,
+        _PRIVILEGED_FILES_INVALID = -EINVAL,
+} PrivilegedFiles;
+
+const char *privileged_files_to_string(PrivilegedFiles m);
+PrivilegedFiles privileged_files_from_string(const char *s);
+
+/* The one host attribute map mode keeps its metadata in. No guest request reaches it under any
+ * name (the passthrough refuses and hides it, xattr-map.c refuses rules that map onto it). */
+#define FS_PRIVILEGED_XATTR "user.vufsd.privileged"
+/* The size of the key its authenticator is made with (HMAC-SHA256). */
+#define FS_PRIVILEGED_KEY_SIZE 32
+
 typedef struct XattrMap XattrMap;
 /* --translate-uid/--translate-gid tables (passthrough/id-translate.h): the filesystem's business,
  * opaque to the FUSE server. */
@@ -47,6 +68,11 @@ typedef struct IdTranslate IdTranslate;
 
 typedef struct FsOptions {
         const char *shared_dir;
+        /* The share as main resolved it once (share-dir.h), after sandbox_prepare() the mount the
+         * sandbox made of it: the root is opened from this fd, never from the path again. Without
+         * it (tests that make a filesystem alone) shared_dir is opened. Not owned. */
+        bool has_shared_dir_fd;
+        int shared_dir_fd;
         CachePolicy cache;
         double timeout; /* entry/attr timeout override in seconds; < 0 = the policy's */
         bool xattr;
@@ -70,16 +96,30 @@ typedef struct FsOptions {
         bool readonly;
         bool posix_lock;
         bool flock;
-        /* --allow-privileged-files: the guest may make device nodes and set-id files in the share
-         * (off: they would be usable by host users, docs/security.md). */
-        bool privileged_files;
+        /* --privileged-files (map by default); map needs the key: without has_privileged_key (or
+         * without user xattrs on the share) the passthrough works as refuse. */
+        PrivilegedFiles privileged_files;
+        bool has_privileged_key;
+        uint8_t privileged_key[FS_PRIVILEGED_KEY_SIZE];
         uint64_t max_fds; /* fd budget for guest-held inodes and handles; 0 = derive from RLIMIT_NOFILE */
         InodeFileHandles inode_file_handles; /* --inode-file-handles */
         /* --allow-handles-beyond-share: handles even when the share is a subtree of its filesystem
          * (docs/security.md: they reach the whole filesystem then). */
         bool handles_beyond_share;
         uint64_t dir_buffer_max; /* bytes of directory read-ahead over all handles; 0 = the default */
+        uint64_t max_nodes; /* --max-nodes: inodes the guest may make us remember; 0 = the default */
+        /* --max-inode-fds: O_PATH fds kept open for inodes at once (the others re-open by name);
+         * 0 = the default (a quarter of the fd budget, at most INODE_FDS_DEFAULT_CAP). */
+        uint64_t max_inode_fds;
 } FsOptions;
+
+/* --max-nodes: the range accepted (the default is the passthrough's, INODE_MAP_DEFAULT_MAX_NODES). */
+#define FS_MAX_NODES_MIN 16u
+#define FS_MAX_NODES_MAX 100000000u
+/* --max-inode-fds: the range accepted. One is enough to work (every request re-opens); tests use a
+ * handful so that every request evicts. */
+#define FS_MAX_INODE_FDS_MIN 1u
+#define FS_MAX_INODE_FDS_MAX 1000000u
 
 #define FS_OPTIONS_DEFAULT                                                                                            \
         (FsOptions) {                                                                                                 \

@@ -41,6 +41,24 @@ uint32_t fuse_server_process(FuseServer *s, ChainIter *in, ChainIter *out, FuseR
 uint32_t fuse_server_process_header(FuseServer *s, const struct fuse_in_header *h, ChainIter *in, ChainIter *out,
                                     bool may_wait, FuseReqInfo *info);
 
+/* The session for saving it (live migration, docs/migration.md): false before INIT (or after
+ * DESTROY), else true with the negotiated flags (flags | flags2 << 32). */
+bool fuse_server_get_session(FuseServer *s, uint64_t *ret_flags);
+/* Resumes a session negotiated by another server (a migration source) without an INIT: the
+ * filesystem starts a new session (session_reset, writeback as the flags say) and requests are
+ * served as after an INIT that negotiated flags. -EINVAL when flags hold one this server would not
+ * have negotiated with its options (a stream from a differently configured source, or a hostile
+ * one). The caller then restores the filesystem's nodes and handles. */
+int fuse_server_resume_session(FuseServer *s, uint64_t flags);
+/* A request whose host call a serving process that died made and recorded (request-progress.h)
+ * before it could reply: validated and decoded as ever, then answered from result without calling
+ * the host again: MKDIR, MKNOD and SYMLINK by looking up the name they made (0) or with the error,
+ * UNLINK, RMDIR and RENAME with result, WRITE with the count written. Other requests never record
+ * a result. started: the process died in the host call (result: whether the name existed before
+ * it): what the name is now tells whether the call happened; when it did not, the request runs. */
+uint32_t fuse_server_replay(FuseServer *s, const struct fuse_in_header *h, ChainIter *in, ChainIter *out,
+                            bool started, int64_t result, FuseReqInfo *info);
+
 /* Drops every inode and handle of the session (frontend disconnected or device reset). */
 void fuse_server_reset(FuseServer *s);
 
@@ -48,6 +66,13 @@ void fuse_server_reset(FuseServer *s);
  * the device calls it when a queue must stop while such a request is still waiting (a stopped VM
  * cannot release the lock it waits for). Other requests are not affected. */
 void fuse_server_cancel_waits(FuseServer *s);
+
+/* A blocking lock request (header h, a SETLKW) has been handed to a thread of its own and waits to
+ * start: an INTERRUPT that arrives meanwhile finds no waiter, so it is kept for the request, which
+ * then answers EINTR as soon as it starts (so does fuse_server_cancel_waits() meanwhile). Each call
+ * must be followed by processing the request with the same header: that ends the announcement.
+ * The composition calls it when it routes a request (fuse-handler.c). */
+void fuse_server_lock_wait_queued(FuseServer *s, const struct fuse_in_header *h);
 
 /* Blocking lock requests (SETLKW) registered and not yet answered: from the moment one can be
  * interrupted until its reply. */

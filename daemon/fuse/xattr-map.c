@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs-options.h"
 #include "util.h"
 
 typedef enum RuleType {
@@ -214,6 +215,19 @@ int xattr_map_parse(const char *spec, XattrMap **ret, const char **ret_error) {
                 *ret_error = "the map has no rules";
                 r = -EINVAL;
                 goto fail;
+        }
+        /* --privileged-files=map's own attribute is never a guest's: a rule that prepends part of
+         * its name beyond "user." aims at it. (Wider prefixes, "user." or none, reach it too under
+         * one exact guest name; the passthrough refuses and hides that name whatever it came as.) */
+        for (unsigned i = 0; i < m->n; i++) {
+                const char *pp = m->rules[i].prepend;
+                size_t l = pp ? strlen(pp) : 0;
+                if (m->rules[i].type == RULE_PREFIX && l > strlen("user.") &&
+                    strncmp(pp, FS_PRIVILEGED_XATTR, l) == 0) {
+                        *ret_error = "a rule maps names onto " FS_PRIVILEGED_XATTR ", vufsd's own attribute";
+                        r = -EINVAL;
+                        goto fail;
+                }
         }
         /* Resolved once: the passthrough needs it on every write. A refused name stays NULL (the
          * guest cannot set it; a real one on the host is the host kernel's to clear). */

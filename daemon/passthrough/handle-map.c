@@ -81,14 +81,12 @@ static HandleShard *fh_shard(HandleMap *m, uint64_t fh) {
         return &m->shards[fh & (HANDLE_MAP_SHARDS - 1)];
 }
 
-int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint64_t *ret_fh) {
-        unsigned idx = inode->nodeid & (HANDLE_MAP_SHARDS - 1);
-        HandleShard *s = &m->shards[idx];
+static Handle *handle_alloc(HandleMap *m, Inode *inode, int fd, int flags, bool dir) {
         Handle *h = calloc(1, sizeof *h);
 
         if (!h) {
                 fd_budget_close(m->budget, fd);
-                return -ENOMEM;
+                return NULL;
         }
         h->map = m;
         h->inode = inode_ref(inode);
@@ -98,6 +96,66 @@ int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint
         h->refs = 1;
         pthread_mutex_init(&h->dir_lock, NULL);
         dir_stream_init(&h->stream, dir ? &m->dir_pool : NULL);
+        return h;
+}
+
+int handle_map_insert(HandleMap *m, uint64_t fh, Inode *inode, int fd, int flags, bool dir) {
+        HandleShard *s = fh_shard(m, fh);
+        Handle *h;
+
+        if (fh == 0) {
+                fd_budget_close(m->budget, fd);
+                return -EINVAL;
+        }
+        h = handle_alloc(m, inode, fd, flags, dir);
+        if (!h)
+                return -ENOMEM;
+        h->fh = fh;
+        pthread_mutex_lock(&s->lock);
+        if (g_hash_table_contains(s->by_fh, &fh)) {
+                pthread_mutex_unlock(&s->lock);
+                handle_unref(h);
+                return -EEXIST;
+        }
+        g_hash_table_insert(s->by_fh, &h->fh, h);
+        if (s->next_seq <= fh >> HANDLE_MAP_SHARD_BITS)
+                s->next_seq = (fh >> HANDLE_MAP_SHARD_BITS) + 1;
+        pthread_mutex_unlock(&s->lock);
+        return 0;
+}
+
+int handle_map_foreach(HandleMap *m, int (*fn)(Handle *h, void *ud), void *ud) {
+        g_autoptr(GPtrArray) all = g_ptr_array_new();
+        GHashTableIter it;
+        gpointer k, v;
+        int r = 0;
+
+        for (unsigned n = 0; n < HANDLE_MAP_SHARDS; n++) {
+                HandleShard *s = &m->shards[n];
+                pthread_mutex_lock(&s->lock);
+                g_hash_table_iter_init(&it, s->by_fh);
+                while (g_hash_table_iter_next(&it, &k, &v)) {
+                        atomic_fetch_add_explicit(&((Handle *) v)->refs, 1, memory_order_relaxed);
+                        g_ptr_array_add(all, v);
+                }
+                pthread_mutex_unlock(&s->lock);
+        }
+        for (guint j = 0; j < all->len; j++) {
+                if (r >= 0)
+                        r = fn(all->pdata[j], ud);
+                else
+                        handle_unref(all->pdata[j]);
+        }
+        return r;
+}
+
+int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint64_t *ret_fh) {
+        unsigned idx = inode->nodeid & (HANDLE_MAP_SHARDS - 1);
+        HandleShard *s = &m->shards[idx];
+        Handle *h = handle_alloc(m, inode, fd, flags, dir);
+
+        if (!h)
+                return -ENOMEM;
         pthread_mutex_lock(&s->lock);
         h->fh = s->next_seq++ << HANDLE_MAP_SHARD_BITS | idx;
         g_hash_table_insert(s->by_fh, &h->fh, h);

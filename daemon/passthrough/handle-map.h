@@ -64,6 +64,17 @@ static inline void handle_unrefp(Handle **h) {
  * in-flight user is done. */
 int handle_map_remove(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir);
 
+/* ---- a session's handles saved and restored (state-save.c, state-load.c) ---- */
+
+/* Calls fn for every handle with an in-flight reference fn must drop (handle_unref()), outside
+ * the shard locks. Stops at fn's first negative return and returns it. */
+int handle_map_foreach(HandleMap *m, int (*fn)(Handle *h, void *ud), void *ud);
+
+/* Registers fd (taken over; -1: a handle whose every use fails with EBADF, kept so the guest's fh
+ * stays valid until it releases it) under the given fh (> 0) on inode. -EEXIST when fh is
+ * taken. Later fhs of its shard come after it. Not with requests running. */
+int handle_map_insert(HandleMap *m, uint64_t fh, Inode *inode, int fd, int flags, bool dir);
+
 /* Removes every handle (new session). */
 void handle_map_clear(HandleMap *m);
 

@@ -58,6 +58,27 @@ static int caller_to_host(const IdTranslateFs *t, const FsCtx *c, FsCtx *ret, gi
         return 0;
 }
 
+/* The caller in host ids for an operation that acts as the daemon but checks the caller's rights
+ * on the host's attributes (host-permission.h), with room for its groups. Guest root stays root
+ * (it acts as the daemon there, squashed or not, as before the check). A forbidden id is nobody on
+ * the host: it gets the rights of "other", with an id that owns no inode and is not root. */
+typedef struct HostCaller {
+        FsCtx ctx;
+        gid_t groups[FS_CTX_MAX_GROUPS];
+} HostCaller;
+
+static const FsCtx *caller_for_check(const IdTranslateFs *t, const FsCtx *c, HostCaller *h) {
+        if (c->uid == 0)
+                return c;
+        if (caller_to_host(t, c, &h->ctx, h->groups) < 0) {
+                h->ctx = *c;
+                h->ctx.uid = h->ctx.gid = UINT32_MAX;
+                h->ctx.groups = NULL;
+                h->ctx.n_groups = 0;
+        }
+        return &h->ctx;
+}
+
 /* ---- host to guest ---- */
 
 static void stat_to_guest(const IdTranslateFs *t, struct stat *st) {
@@ -158,6 +179,7 @@ static int tr_getattr(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, st
 
 static int tr_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr *a, struct stat *ret) {
         IdTranslateFs *t = fs;
+        HostCaller hc;
         FsSetattr h = *a;
         uint32_t id;
         int r;
@@ -175,7 +197,7 @@ static int tr_setattr(void *fs, const FsCtx *c, uint64_t nodeid, const FsSetattr
                         return r;
                 h.gid = id;
         }
-        return attr_to_guest(t, t->ops->setattr(t->fs, c, nodeid, &h, ret), ret);
+        return attr_to_guest(t, t->ops->setattr(t->fs, caller_for_check(t, c, &hc), nodeid, &h, ret), ret);
 }
 
 static int tr_readlink(void *fs, const FsCtx *c, uint64_t nodeid, char *buf, size_t size) {
@@ -201,28 +223,39 @@ static int tr_symlink(void *fs, const FsCtx *c, uint64_t parent, const char *nam
 
 static int tr_unlink(void *fs, const FsCtx *c, uint64_t parent, const char *name) {
         IdTranslateFs *t = fs;
-        return t->ops->unlink(t->fs, c, parent, name);
+        HostCaller hc;
+
+        return t->ops->unlink(t->fs, caller_for_check(t, c, &hc), parent, name);
 }
 
 static int tr_rmdir(void *fs, const FsCtx *c, uint64_t parent, const char *name) {
         IdTranslateFs *t = fs;
-        return t->ops->rmdir(t->fs, c, parent, name);
+        HostCaller hc;
+
+        return t->ops->rmdir(t->fs, caller_for_check(t, c, &hc), parent, name);
 }
 
 static int tr_rename(void *fs, const FsCtx *c, uint64_t parent, const char *name, uint64_t newparent,
                      const char *newname, unsigned flags) {
         IdTranslateFs *t = fs;
-        return t->ops->rename(t->fs, c, parent, name, newparent, newname, flags);
+        HostCaller hc;
+
+        return t->ops->rename(t->fs, caller_for_check(t, c, &hc), parent, name, newparent, newname, flags);
 }
 
 static int tr_link(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t newparent, const char *newname, FsEntry *ret) {
         IdTranslateFs *t = fs;
-        return entry_to_guest(t, t->ops->link(t->fs, c, nodeid, newparent, newname, ret), ret);
+        HostCaller hc;
+        int r = t->ops->link(t->fs, caller_for_check(t, c, &hc), nodeid, newparent, newname, ret);
+
+        return entry_to_guest(t, r, ret);
 }
 
 static int tr_open(void *fs, const FsCtx *c, uint64_t nodeid, int flags, bool kill_priv, uint64_t *ret_fh) {
         IdTranslateFs *t = fs;
-        return t->ops->open(t->fs, c, nodeid, flags, kill_priv, ret_fh);
+        HostCaller hc;
+
+        return t->ops->open(t->fs, caller_for_check(t, c, &hc), nodeid, flags, kill_priv, ret_fh);
 }
 
 static int tr_create(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, int flags,
@@ -267,7 +300,9 @@ static int tr_fsync(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, bool
 
 static int tr_opendir(void *fs, const FsCtx *c, uint64_t nodeid, int flags, uint64_t *ret_fh) {
         IdTranslateFs *t = fs;
-        return t->ops->opendir(t->fs, c, nodeid, flags, ret_fh);
+        HostCaller hc;
+
+        return t->ops->opendir(t->fs, caller_for_check(t, c, &hc), nodeid, flags, ret_fh);
 }
 
 /* READDIRPLUS entries pass through here on their way to the server's filler. */
@@ -334,16 +369,20 @@ static int tr_syncfs(void *fs, const FsCtx *c, uint64_t nodeid) {
 }
 
 /* xattrs carry no ids vufsd knows of: POSIX ACLs (which do) are refused with translation
- * (config_verify(), docs/id-mapping.md). */
+ * (config_verify(), docs/id-mapping.md). The caller is checked in host ids. */
 static int tr_setxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, const void *value, size_t size,
                        int flags, bool acl_kill_sgid) {
         IdTranslateFs *t = fs;
-        return t->ops->setxattr(t->fs, c, nodeid, name, value, size, flags, acl_kill_sgid);
+        HostCaller hc;
+
+        return t->ops->setxattr(t->fs, caller_for_check(t, c, &hc), nodeid, name, value, size, flags, acl_kill_sgid);
 }
 
 static ssize_t tr_getxattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name, void *buf, size_t size) {
         IdTranslateFs *t = fs;
-        return t->ops->getxattr(t->fs, c, nodeid, name, buf, size);
+        HostCaller hc;
+
+        return t->ops->getxattr(t->fs, caller_for_check(t, c, &hc), nodeid, name, buf, size);
 }
 
 static ssize_t tr_listxattr(void *fs, const FsCtx *c, uint64_t nodeid, void *buf, size_t size) {
@@ -353,7 +392,9 @@ static ssize_t tr_listxattr(void *fs, const FsCtx *c, uint64_t nodeid, void *buf
 
 static int tr_removexattr(void *fs, const FsCtx *c, uint64_t nodeid, const char *name) {
         IdTranslateFs *t = fs;
-        return t->ops->removexattr(t->fs, c, nodeid, name);
+        HostCaller hc;
+
+        return t->ops->removexattr(t->fs, caller_for_check(t, c, &hc), nodeid, name);
 }
 
 static int tr_fallocate(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, int mode, uint64_t off, uint64_t len) {

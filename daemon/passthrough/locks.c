@@ -12,6 +12,7 @@
 
 #include "fd-budget.h"
 #include "handle-map.h"
+#include "inode-fd.h"
 #include "passthrough-internal.h"
 
 /* One guest lock owner's POSIX locks on an inode: an OFD of its own, so that owners conflict and

@@ -1,4 +1,4 @@
-/* passthrough-internal.h: the Passthrough state shared by passthrough.c, locks.c and xattr.c. */
+/* passthrough-internal.h: the Passthrough state shared by the files of daemon/passthrough/. */
 #pragma once
 
 #include <stdatomic.h>
@@ -13,6 +13,8 @@
 
 struct Passthrough {
         FsOptions opts;
+        /* What a request on a node id this process does not know answers (unknown_node()). */
+        int unknown_node_error;
         char *shared_dir;
         FdBudget budget;
         InodeMap *inodes;
@@ -25,35 +27,19 @@ struct Passthrough {
         bool handles_mandatory;
         MountFds mounts;
         _Atomic bool handle_fallback_logged; /* prefer: the first inode that kept an fd was logged */
+        /* --privileged-files in force: map works as refuse without a key or user xattrs on the
+         * share (mapped_mode_init(), at start; read-only afterwards). */
+        PrivilegedFiles privileged;
 };
 
-/* An O_PATH fd of an inode for one operation: the inode's own fd (borrowed) or one opened by its
- * file handle, checked to be the inode, and charged to the budget (owned: inode_fd_done() closes
- * it). */
-typedef struct InodeFd {
-        FdBudget *budget;
-        int fd;
-        bool owned;
-} InodeFd;
-#define INODE_FD_NULL ((InodeFd){ .fd = -1 })
-
-/* The fd, or -ESTALE when the handle no longer opens this inode (deleted on the host), -ENFILE
- * when the budget is spent. ret_stx, if given, gets the inode's statx (made anyway in handle mode
- * for the check). */
-struct statx;
-int inode_fd(Passthrough *p, Inode *i, InodeFd *ret, struct statx *ret_stx);
-static inline void inode_fd_done(InodeFd *f) {
-        if (f->owned)
-                fd_budget_close(f->budget, f->fd);
-        *f = INODE_FD_NULL;
+/* A node id this process does not know: EBADF, or ESTALE in a serving process that took over from
+ * one that died (passthrough_took_over()): its guest still holds the dead process's ids, and
+ * Linux answers ESTALE by walking the path again with every name looked up anew (the VFS retries
+ * an open, create, mkdir, unlink, rename... once with LOOKUP_REVAL), which finds the new ids. */
+static inline int unknown_node(const Passthrough *p) {
+        return p->unknown_node_error;
 }
 
-/* Re-opens an inode for I/O through /proc/self/fd (regular files and directories only), the fd
- * charged to the budget: -ENFILE when it is spent; fd_budget_close() gives it back. */
-int open_inode(Passthrough *p, Inode *i, int flags);
-
-struct statx;
-/* statx() of the fd itself, without following it and without automounting. */
-int statx_fd(int fd, struct statx *stx);
-/* The name of fd in /proc/self/fd (relative to Passthrough.proc_self_fd). */
-void proc_name(char buf[static 16], int fd);
+static inline Inode *get_inode(Passthrough *p, uint64_t nodeid) {
+        return inode_map_get(p->inodes, nodeid);
+}

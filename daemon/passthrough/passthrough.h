@@ -27,7 +27,18 @@ int64_t passthrough_raise_fd_limit(uint64_t rlimit_nofile);
 unsigned passthrough_inode_count(Passthrough *p);
 unsigned passthrough_handle_count(Passthrough *p);
 uint64_t passthrough_fds_used(Passthrough *p);
+/* The budgets in force (options or their defaults): fds, and nodes the guest may make us remember. */
+uint64_t passthrough_fd_budget_max(Passthrough *p);
+uint64_t passthrough_max_nodes(Passthrough *p);
+/* --max-inode-fds in force (option or default), and the node fds in its clock now. */
+uint64_t passthrough_max_inode_fds(Passthrough *p);
+uint64_t passthrough_inode_fds(Passthrough *p);
 /* --inode-file-handles: whether inodes are remembered by handle (decided at start), and the mount
  * fds held for them. */
 bool passthrough_uses_handles(Passthrough *p);
+/* This process took over a guest from a serving process that died (docs/survival.md): node ids it
+ * does not know answer ESTALE, not EBADF (passthrough-internal.h, unknown_node()). */
+void passthrough_took_over(Passthrough *p);
+/* --privileged-files as it works: map falls back to refuse without a key or user xattrs. */
+PrivilegedFiles passthrough_privileged_files(Passthrough *p);
 unsigned passthrough_mount_fd_count(Passthrough *p);

@@ -69,7 +69,7 @@ uint64_t capabilities_default(bool privileged_files) {
          * with the guest's fsuid, where effective caps are dropped by the kernel); FSETID keeps
          * setgid bits on writes the guest may make; SETUID/SETGID switch identities per request
          * (credentials.c). Only with --allow-privileged-files: MKNOD for device nodes the guest
-         * creates (never opened: see passthrough.c) and SETFCAP for security.capability xattrs.
+         * creates (never opened: see passthrough/inode-fd.c) and SETFCAP for security.capability xattrs.
          * Without that option the filesystem layer refuses both, and a taken-over daemon must not
          * be able to do them either: in chroot mode (no nodev mount) a block device node of a host
          * disk made in the share opens that disk. Whiteouts (character device 0:0) need no

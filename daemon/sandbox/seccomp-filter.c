@@ -21,6 +21,9 @@
 static const char *const allowed[] = {
         /* memory (malloc, thread stacks, guest memory regions) */
         "brk", "mmap", "munmap", "mremap", "mprotect", "madvise",
+        /* each started ring's in-flight table (vhost/inflight.c): anonymous memory with a name,
+         * no path reached, sealed with fcntl */
+        "memfd_create",
         /* threads: queue threads, pool workers, glibc internals */
         "futex", "set_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid",
         "sched_yield", "sched_getaffinity", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn",
@@ -47,8 +50,6 @@ static const char *const allowed[] = {
         "faccessat2", "fadvise64", "getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr",
         "fsetxattr", "listxattr", "llistxattr", "flistxattr", "removexattr", "lremovexattr",
         "fremovexattr", "fchdir", "chdir", "getcwd",
-        /* the listening socket and its lock, removed at exit without a sandbox (manager.c) */
-        "unlink",
         /* per-request identities (credentials.c), with the caller's supplementary group
          * (FUSE_CREATE_SUPP_GROUP) */
         "setresuid", "setresgid", "setgroups", "getuid", "geteuid", "getgid", "getegid", "getresuid",
@@ -186,8 +187,10 @@ static int allow_self(scmp_filter_ctx ctx) {
  * CAP_DAC_READ_SEARCH, open_by_handle_at() opens any inode of a mounted filesystem by a guessed
  * handle (the "shocker" escape), so a daemon without handles has neither (docs/security.md). */
 static const char *const file_handle_calls[] = { "name_to_handle_at", "open_by_handle_at" };
+/* statmount(2)'s number, the same on every architecture of the common system call table. */
+#define SYS_STATMOUNT 457
 
-int seccomp_install(SyscallFilter f, bool file_handles) {
+int seccomp_install(SyscallFilter f, bool file_handles, bool make_handles) {
         static const int prctl_ok[] = {
                 PR_SET_NAME, PR_GET_NAME,                 /* thread names (GLib, pthread_setname_np) */
                 PR_GET_DUMPABLE, PR_SET_VMA,              /* glibc malloc names its arenas */
@@ -204,6 +207,16 @@ int seccomp_install(SyscallFilter f, bool file_handles) {
         r = allow_names(ctx, allowed, ELEMENTSOF(allowed));
         if (r >= 0 && file_handles)
                 r = allow_names(ctx, file_handle_calls, ELEMENTSOF(file_handle_calls));
+        else if (r >= 0 && make_handles) /* the first of them: makes a handle, opens nothing */
+                r = allow_names(ctx, file_handle_calls, 1);
+        /* With handles, statmount(2) too: a mount seen for the first time is asked whether it shows
+         * its whole filesystem (file-handle.h, issue 31 finding 4). By number: libseccomp older
+         * than 2.6 does not know its name; read-only, about mounts of this namespace. */
+        if (r >= 0 && file_handles) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SYS_STATMOUNT, 0);
+                if (r == -EEXIST)
+                        r = 0;
+        }
         if (r < 0)
                 goto out;
         r = allow_self(ctx);
@@ -242,7 +255,7 @@ out:
 /* The supervisor's calls (sandbox.c): poll its fds, read signals and the daemon's notifications,
  * pass them on over the already connected notification socket, forward signals to the daemon,
  * reap it, remove the socket (inside its chroot), exit the way the daemon did. */
-int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files) {
+int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files, bool control) {
         static const char *const sup_allowed[] = {
                 "poll", "ppoll", "read", "recvmsg", "recvfrom", "sendto", "sendmsg", "write", "close",
                 "brk", "mmap", "munmap", "madvise", "futex", "getpid", "gettid", "rt_sigaction",
@@ -250,6 +263,14 @@ int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files) 
                 "exit_group",
         };
         static const char *const sup_files[] = { "openat", "open", "flock", "unlink", "unlinkat" };
+        /* sd-bus on the bus connection and the control channel, both connected before this: no
+         * socket(), no connect(), no file. */
+        static const char *const sup_control[] = {
+                "readv", "writev", "mremap", "getrandom",
+                /* sd-bus starting the control channel of a serving process started after a death
+                 * (--crash-restarts; respawn.c): on an fd it was handed, no new one is made */
+                "fcntl", "newfstatat", "fstat", "getsockopt", "setsockopt", "getsockname", "getpeername",
+        };
         scmp_filter_ctx ctx;
         int r;
 
@@ -259,6 +280,8 @@ int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files) 
         r = allow_names(ctx, sup_allowed, ELEMENTSOF(sup_allowed));
         if (r >= 0 && socket_files)
                 r = allow_names(ctx, sup_files, ELEMENTSOF(sup_files));
+        if (r >= 0 && control)
+                r = allow_names(ctx, sup_control, ELEMENTSOF(sup_control));
         if (r < 0)
                 goto out;
         /* Signals and waits: the daemon only; raise() at the end: itself only. */

@@ -23,12 +23,16 @@ SyscallFilter syscall_filter_default(void);
 
 /* Loads the allowlist with action f for everything else, on every thread of the process (TSYNC).
  * Needs no-new-privs (capabilities_apply()) or CAP_SYS_ADMIN. SYSCALL_FILTER_NONE does nothing.
- * file_handles adds name_to_handle_at and open_by_handle_at (--inode-file-handles in use). */
-int seccomp_install(SyscallFilter f, bool file_handles);
+ * file_handles adds name_to_handle_at and open_by_handle_at (--inode-file-handles in use);
+ * make_handles adds name_to_handle_at alone (live migration sends or checks file handles:
+ * --migration-mode=file-handles, --migration-verify-handles), which makes a handle and opens
+ * nothing. */
+int seccomp_install(SyscallFilter f, bool file_handles, bool make_handles);
 
 /* The supervisor's own, smaller allowlist (sandbox.c): kill and wait4 only on child, files only
- * when socket_files (removing the socket at the end). Needs no-new-privs. */
-int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files);
+ * when socket_files (removing the socket at the end), and with control what sd-bus does on the
+ * connections it already has (the control plane, control-relay.c). Needs no-new-privs. */
+int seccomp_install_supervisor(SyscallFilter f, pid_t child, bool socket_files, bool control);
 
 /* Number of system calls the allowlist names that exist on this architecture. */
 size_t seccomp_allowlist_size(void);

@@ -1,6 +1,8 @@
 /* guest-memory.c: memory-region snapshots and bounds-checked translation. */
 #include "guest-memory.h"
 
+#include <fcntl.h>
+
 #include <linux/magic.h>
 #include <pthread.h>
 #include <signal.h>
@@ -75,6 +77,7 @@ static void sigbus_install(void) {
 static int guest_map_register(void *p, size_t len, size_t page) {
         int r = -ENOSPC;
 
+        (void) pthread_once(&sigbus_once, sigbus_install);
         pthread_mutex_lock(&guest_maps_lock);
         for (unsigned i = 0; i < GUEST_MAPS_MAX; i++)
                 if (atomic_load_explicit(&guest_maps[i].start, memory_order_relaxed) == 0) {
@@ -97,6 +100,14 @@ static void guest_map_unregister(void *p) {
                         break;
                 }
         pthread_mutex_unlock(&guest_maps_lock);
+}
+
+int guest_mapping_protect(void *p, size_t len) {
+        return guest_map_register(p, len, (size_t) sysconf(_SC_PAGESIZE));
+}
+
+void guest_mapping_unprotect(void *p) {
+        guest_map_unregister(p);
 }
 
 uint64_t guest_memory_faults(void) {
@@ -152,7 +163,10 @@ int guest_region_new(GuestRegion **ret, int fd, uint64_t gpa, uint64_t size, uin
                 return k;
         }
         r = calloc(1, sizeof *r);
-        if (!r) {
+        if (r)
+                r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (!r || r->fd < 0) {
+                free(r);
                 guest_map_unregister(p);
                 munmap(p, (size_t) (mmap_offset + size));
                 return -ENOMEM;
@@ -182,6 +196,7 @@ GuestRegion *guest_region_unref(GuestRegion *r) {
         if (atomic_fetch_sub_explicit(&r->n_ref, 1, memory_order_acq_rel) == 1) {
                 guest_map_unregister(r->map_base);
                 munmap(r->map_base, r->map_len);
+                safe_close(r->fd);
                 free(r);
         }
         return NULL;

@@ -22,6 +22,7 @@ typedef struct GuestRegion {
         uint64_t uaddr; /* start in the frontend's own address space (ring addresses use it) */
         uint64_t mmap_offset;
         uint8_t *host; /* our mapping of gpa */
+        int fd;        /* the frontend's fd, kept for a process that takes over (docs/survival.md) */
         void *map_base;
         size_t map_len;
 } GuestRegion;
@@ -41,6 +42,10 @@ GuestRegion *guest_region_ref(GuestRegion *r);
 /* Faults (SIGBUS on a truncated file) papered over with zero pages since the process started. */
 uint64_t guest_memory_faults(void);
 GuestRegion *guest_region_unref(GuestRegion *r);
+/* Another shared mapping of a frontend's file (the dirty log) survives a truncation the same way:
+ * registered before the first access, unregistered before munmap. */
+int guest_mapping_protect(void *p, size_t len);
+void guest_mapping_unprotect(void *p);
 
 int guest_memory_new(GuestMemory **ret);
 GuestMemory *guest_memory_ref(GuestMemory *m);

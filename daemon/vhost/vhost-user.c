@@ -36,6 +36,8 @@ static const char *const request_names[_VHOST_USER_MAX] = {
         [VHOST_USER_GET_MAX_MEM_SLOTS] = "GET_MAX_MEM_SLOTS",
         [VHOST_USER_ADD_MEM_REG] = "ADD_MEM_REG",
         [VHOST_USER_REM_MEM_REG] = "REM_MEM_REG",
+        [VHOST_USER_SET_DEVICE_STATE_FD] = "SET_DEVICE_STATE_FD",
+        [VHOST_USER_CHECK_DEVICE_STATE] = "CHECK_DEVICE_STATE",
 };
 
 const char *vhost_user_request_to_string(uint32_t request) {
@@ -183,6 +185,28 @@ static int expect_fds(VhostUserMsg *msg, unsigned n) {
         return 0;
 }
 
+/* A request that only exists with a protocol feature: refused without it. */
+static int has_protocol(const VhostUserBackendOps *ops, void *d, unsigned bit, const VhostUserMsg *msg) {
+        bool implemented = bit == VHOST_USER_PROTOCOL_F_LOG_SHMFD ? ops->set_log_base != NULL
+                                                                  : ops->set_device_state_fd && ops->check_device_state;
+
+        if (!implemented || !(ops->protocol_features(d) & (1ULL << bit)))
+                return log_warning_errno(EPROTO, "vhost-user %s without its protocol feature negotiated",
+                                         vhost_user_request_to_string(msg->hdr.request));
+        return 0;
+}
+
+/* A request of a protocol feature with its exact payload size and fd count. */
+static int expect_feature_request(const VhostUserBackendOps *ops, void *d, unsigned bit, VhostUserMsg *msg, size_t size,
+                                  unsigned n_fds) {
+        int r = has_protocol(ops, d, bit, msg);
+        if (r >= 0)
+                r = expect_size(msg, size);
+        if (r >= 0)
+                r = expect_fds(msg, n_fds);
+        return r;
+}
+
 /* KICK/CALL/ERR: u64 with the queue index and a "no fd" bit; takes the fd out of msg. */
 static int vring_fd_payload(VhostUserMsg *msg, unsigned *idx, int *fd) {
         int r = expect_size(msg, sizeof(uint64_t));
@@ -314,8 +338,8 @@ static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMs
                 r = expect_size(msg, sizeof(struct vhost_vring_addr));
                 if (r < 0)
                         return r;
-                if (msg->payload.addr.flags & (1u << VHOST_VRING_F_LOG))
-                        return log_warning_errno(EOPNOTSUPP, "Dirty logging requested but not offered");
+                if (msg->payload.addr.flags & ~(1u << VHOST_VRING_F_LOG))
+                        return log_warning_errno(EINVAL, "SET_VRING_ADDR with unknown flags 0x%x", msg->payload.addr.flags);
                 return ops->set_vring_addr(d, &msg->payload.addr);
 
         case VHOST_USER_SET_VRING_BASE:
@@ -352,6 +376,40 @@ static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMs
                 if (msg->payload.state.num > 1)
                         return log_warning_errno(EINVAL, "SET_VRING_ENABLE with %u", msg->payload.state.num);
                 return ops->set_vring_enable(d, msg->payload.state.index, msg->payload.state.num == 1);
+
+        case VHOST_USER_SET_LOG_BASE:
+                /* Answered with a u64 whatever happened (QEMU waits for a reply, libvhost-user and the
+                 * Rust backends send one): 0, or 1 when the log was refused. */
+                *replied = true;
+                r = expect_feature_request(ops, d, VHOST_USER_PROTOCOL_F_LOG_SHMFD, msg, sizeof(VhostUserLog), 1);
+                if (r >= 0) {
+                        r = ops->set_log_base(d, msg->payload.log.mmap_size, msg->payload.log.mmap_offset, msg->fds[0]);
+                        msg->n_fds = 0;
+                }
+                return reply_u64(fd, msg, r < 0 ? 1 : 0);
+
+        case VHOST_USER_SET_DEVICE_STATE_FD:
+                *replied = true;
+                r = expect_feature_request(ops, d, VHOST_USER_PROTOCOL_F_DEVICE_STATE, msg, sizeof(VhostUserTransferState), 1);
+                if (r >= 0 && msg->payload.transfer.direction != VHOST_USER_TRANSFER_SAVE &&
+                    msg->payload.transfer.direction != VHOST_USER_TRANSFER_LOAD)
+                        r = log_warning_errno(EINVAL, "SET_DEVICE_STATE_FD: unknown direction %u", msg->payload.transfer.direction);
+                if (r >= 0 && msg->payload.transfer.phase != VHOST_USER_TRANSFER_PHASE_STOPPED)
+                        r = log_warning_errno(EINVAL, "SET_DEVICE_STATE_FD: phase %u (only a stopped device is migrated)",
+                                              msg->payload.transfer.phase);
+                if (r >= 0) {
+                        r = ops->set_device_state_fd(d, msg->payload.transfer.direction, msg->fds[0]);
+                        msg->n_fds = 0;
+                }
+                /* Never a pipe of our own: the frontend's end is used. */
+                return reply_u64(fd, msg, (r < 0 ? 1 : 0) | VHOST_USER_TRANSFER_NO_FD);
+
+        case VHOST_USER_CHECK_DEVICE_STATE:
+                *replied = true;
+                r = expect_feature_request(ops, d, VHOST_USER_PROTOCOL_F_DEVICE_STATE, msg, 0, 0);
+                if (r >= 0)
+                        r = ops->check_device_state(d);
+                return reply_u64(fd, msg, r < 0 ? 1 : 0);
 
         default:
                 log_warning("Unsupported vhost-user request %u (%s), size %u: refusing it", msg->hdr.request,

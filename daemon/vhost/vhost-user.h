@@ -37,6 +37,8 @@ enum {
         VHOST_USER_GET_MAX_MEM_SLOTS = 36,
         VHOST_USER_ADD_MEM_REG = 37,
         VHOST_USER_REM_MEM_REG = 38,
+        VHOST_USER_SET_DEVICE_STATE_FD = 42,
+        VHOST_USER_CHECK_DEVICE_STATE = 43,
         _VHOST_USER_MAX,
 };
 
@@ -50,7 +52,18 @@ enum {
         VHOST_USER_PROTOCOL_F_CONFIG = 9,
         VHOST_USER_PROTOCOL_F_RESET_DEVICE = 13,
         VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS = 15,
+        VHOST_USER_PROTOCOL_F_DEVICE_STATE = 19,
 };
+
+/* SET_DEVICE_STATE_FD: which way the state goes, and in which phase of the migration. */
+enum {
+        VHOST_USER_TRANSFER_SAVE = 0, /* from the backend to the frontend (the source) */
+        VHOST_USER_TRANSFER_LOAD = 1, /* from the frontend to the backend (the destination) */
+};
+#define VHOST_USER_TRANSFER_PHASE_STOPPED 0u /* the device and all its rings are stopped */
+/* Its reply: an error code in the low byte; this bit set when no fd comes with it (the frontend
+ * then uses the pipe end it kept). */
+#define VHOST_USER_TRANSFER_NO_FD (1ull << 8)
 
 #define VHOST_USER_VERSION 0x1u
 #define VHOST_USER_VERSION_MASK 0x3u
@@ -89,8 +102,21 @@ typedef struct VhostUserMemRegMsg {
         VhostUserMemoryRegion region;
 } VhostUserMemRegMsg;
 
+/* SET_LOG_BASE with PROTOCOL_F_LOG_SHMFD: the dirty log's size and offset in the fd sent with it. */
+typedef struct VhostUserLog {
+        uint64_t mmap_size;
+        uint64_t mmap_offset;
+} VhostUserLog;
+
+typedef struct VhostUserTransferState {
+        uint32_t direction;
+        uint32_t phase;
+} VhostUserTransferState;
+
 typedef union VhostUserPayload {
         uint64_t u64;
+        VhostUserLog log;
+        VhostUserTransferState transfer;
         struct vhost_vring_state state;
         struct vhost_vring_addr addr;
         VhostUserMemory memory;
@@ -143,6 +169,15 @@ typedef struct VhostUserBackendOps {
         int (*set_vring_call)(void *b, unsigned idx, int fd);
         int (*set_vring_err)(void *b, unsigned idx, int fd);
         int (*set_vring_enable)(void *b, unsigned idx, bool enable);
+        /* SET_LOG_BASE (PROTOCOL_F_LOG_SHMFD): the dirty log, size bytes at offset of fd. */
+        int (*set_log_base)(void *b, uint64_t size, uint64_t offset, int fd);
+        /* SET_DEVICE_STATE_FD (PROTOCOL_F_DEVICE_STATE): start moving the device's state through fd
+         * (the write end of a pipe to save, the read end to load); direction and phase checked
+         * before. The backend never hands back a pipe of its own. */
+        int (*set_device_state_fd)(void *b, uint32_t direction, int fd);
+        /* CHECK_DEVICE_STATE: the outcome of the last transfer (0, or the negative errno that
+         * failed it). */
+        int (*check_device_state)(void *b);
         /* GET_CONFIG: writes the device's config space (at most size bytes) and returns its
          * length; 0 when there is none. NULL: no config space. */
         size_t (*get_config)(void *b, uint8_t *buf, size_t size);

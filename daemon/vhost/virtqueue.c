@@ -141,7 +141,6 @@ static int walk_chain(VirtQueue *vq, const GuestMemory *mem, uint16_t head, VqEl
 
 int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem) {
         uint16_t avail_idx, head;
-        int r;
 
         if (vq->broken || !vq->avail)
                 return -EPROTO;
@@ -163,7 +162,16 @@ int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem) {
         vq->avail_ahead--;
         if (head >= vq->num)
                 return -EPROTO; /* cannot be returned to the guest: the ring is unusable */
+        if (vq->inflight)
+                inflight_popped(vq->inflight, head, (uint16_t) (vq->last_avail - 1));
+        return vq_pop_head(vq, mem, head, elem);
+}
 
+int vq_pop_head(VirtQueue *vq, const GuestMemory *mem, uint16_t head, VqElem *elem) {
+        int r;
+
+        if (head >= vq->num)
+                return -EPROTO;
         elem->head = head;
         elem->n_in = elem->n_out = 0;
         r = walk_chain(vq, mem, head, elem);
@@ -177,6 +185,8 @@ int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem) {
 void vq_push(VirtQueue *vq, uint16_t head, uint32_t len) {
         struct vring_used_elem *u = &vq->used->ring[vq->used_idx & (vq->num - 1)];
 
+        if (vq->inflight) /* first: a kill after it re-writes the entry, see inflight_resume() */
+                inflight_pushed(vq->inflight, head, vq->used_idx, len);
         RING_STORE(u->id, head);
         RING_STORE(u->len, len);
         vq->used_idx++;
@@ -186,6 +196,8 @@ void vq_publish(VirtQueue *vq) {
         /* The element (and the reply bytes) must be visible before the index that publishes them. */
         atomic_thread_fence(memory_order_release);
         RING_STORE(vq->used->idx, vq->used_idx);
+        if (vq->inflight)
+                inflight_published(vq->inflight);
 }
 
 bool vq_need_notify(VirtQueue *vq) {

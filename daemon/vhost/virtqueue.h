@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 
 #include "guest-memory.h"
+#include "inflight.h"
 
 #define VQ_MAX_SIZE 32768         /* largest split ring the spec allows */
 #define VQ_MAX_INDIRECT 1024      /* entries in one indirect table, as QEMU and Linux cap it */
@@ -52,6 +53,10 @@ typedef struct VirtQueue {
         bool event_idx;
         bool indirect;
         bool broken;
+
+        /* The in-flight table every pop, push and publication is recorded in (inflight.h); NULL:
+         * none (the unit tests' rings). Set by the device while the queue is stopped. */
+        Inflight *inflight;
 } VirtQueue;
 
 typedef enum VqPopResult {
@@ -69,6 +74,10 @@ int vq_map(VirtQueue *vq, const GuestMemory *mem);
  * VQ_POP_BAD_CHAIN (elem->head set, the chain was malformed: logged by the caller), or -EPROTO when
  * the ring itself is corrupt (the caller marks the queue broken). */
 int vq_pop(VirtQueue *vq, const GuestMemory *mem, VqElem *elem);
+
+/* Builds elem from the chain at head without consuming an avail entry: a request the in-flight
+ * table says was popped by a process that died (inflight_resume()). VQ_POP_OK or VQ_POP_BAD_CHAIN. */
+int vq_pop_head(VirtQueue *vq, const GuestMemory *mem, uint16_t head, VqElem *elem);
 
 /* Hints the CPU to fetch the first readable and the first writable buffer of elem (no access). */
 static inline void vq_elem_prefetch(const VqElem *elem) {

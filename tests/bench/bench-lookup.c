@@ -17,21 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "passthrough-bench.h"
 #include "passthrough.h"
-
-static double now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec * 1e9 + (double) ts.tv_nsec;
-}
-
-static int must(int r, const char *what) {
-        if (r < 0) {
-                fprintf(stderr, "bench-lookup: %s: %s\n", what, strerror(r == -1 ? errno : -r));
-                exit(EXIT_FAILURE);
-        }
-        return r;
-}
 
 int main(int argc, char **argv) {
         static const FsCtx ctx = { .uid = 0, .gid = 0 };

@@ -93,11 +93,11 @@ out=$(as_nobody "$vufsd" --version 2>&1) || fail "--version as nobody: $out"
 [[ $out == "vufsd "* ]] || fail "--version printed: $out"
 out=$(as_nobody "$vufsd" --print-capabilities 2>&1) || fail "--print-capabilities as nobody: $out"
 [[ $out == *'"type": "fs"'* ]] || fail "--print-capabilities printed: $out"
-# The features are the Rust virtiofsd's names (libvirt reads them), exactly those implemented:
-# not migrate-precopy (no device-state migration yet).
+# The features are the Rust virtiofsd's names (libvirt reads them), exactly those implemented
+# (migrate-precopy: device-state migration, docs/migration.md).
 features=$(python3 -c 'import json,sys; c=json.load(sys.stdin); print(" ".join(c["features"]))' <<< "$out") ||
         fail "--print-capabilities is not JSON: $out"
-[ "$features" = "posix-acl-negotiation-mode security-label-negotiation-mode separate-options" ] ||
+[ "$features" = "migrate-precopy posix-acl-negotiation-mode security-label-negotiation-mode separate-options" ] ||
         fail "--print-capabilities features: $features"
 # Each negotiation mode claimed is one the parser takes: a valid MODE gets past the option and the
 # usage error is about the missing --shared-dir instead.

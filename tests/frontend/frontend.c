@@ -356,6 +356,9 @@ static bool has_inherent_reply(uint32_t request) {
         case FE_VU_GET_STATUS:
         case FE_VU_GET_CONFIG:
         case FE_VU_GET_INFLIGHT_FD:
+        case FE_VU_SET_LOG_BASE: /* with LOG_SHMFD, the only way the test frontend sends it */
+        case FE_VU_SET_DEVICE_STATE_FD:
+        case FE_VU_CHECK_DEVICE_STATE:
                 return true;
         default:
                 return false;
@@ -605,4 +608,93 @@ int fe_connect_and_start(Frontend **ret, const char *socket_path, const FeOption
         }
         *ret = fe;
         return 0;
+}
+
+/* ---- live migration (QEMU 8.2's vhost_save_backend_state() and vhost_load_backend_state()) ---- */
+
+/* SET_DEVICE_STATE_FD with fd (closed here); on success *ret_keep is the other end of the pipe,
+ * on failure both are closed. QEMU's checks of the reply: no error, no pipe of the backend's. */
+static int transfer_start(Frontend *fe, uint32_t direction, int *ret_keep) {
+        struct {
+                uint32_t direction, phase;
+        } t = { direction, 0 };
+        uint64_t reply;
+        int p[2], send, r;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return fail(fe, negative_errno(), "pipe: %m");
+        send = direction == FE_VU_TRANSFER_SAVE ? p[1] : p[0];
+        *ret_keep = direction == FE_VU_TRANSFER_SAVE ? p[0] : p[1];
+        r = fe_vu_request(fe, FE_VU_SET_DEVICE_STATE_FD, false, &t, sizeof t, &send, 1, &reply, sizeof reply);
+        close(send);
+        if (r == 0 && ((reply & 0xff) != 0 || !(reply & FE_VU_TRANSFER_NO_FD)))
+                r = fail(fe, -EBADE, "SET_DEVICE_STATE_FD(%u) answered 0x%" PRIx64, direction, reply);
+        if (r < 0)
+                *ret_keep = safe_close(*ret_keep);
+        return r;
+}
+
+int fe_check_state(Frontend *fe, uint64_t *ret) {
+        return fe_vu_request(fe, FE_VU_CHECK_DEVICE_STATE, false, NULL, 0, NULL, 0, ret, sizeof *ret);
+}
+
+int fe_save_state(Frontend *fe, uint8_t **ret, size_t *ret_len) {
+        uint8_t *buf = NULL;
+        size_t len = 0, cap = 0;
+        uint64_t check;
+        int fd, r;
+
+        r = transfer_start(fe, FE_VU_TRANSFER_SAVE, &fd);
+        if (r < 0)
+                return r;
+        for (;;) {
+                ssize_t n;
+                if (len == cap) {
+                        uint8_t *nb = realloc(buf, cap = cap ? cap * 2 : 65536);
+                        if (!nb) {
+                                free(buf);
+                                close(fd);
+                                return -ENOMEM;
+                        }
+                        buf = nb;
+                }
+                n = read(fd, buf + len, cap - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                len += (size_t) n;
+        }
+        close(fd);
+        r = fe_check_state(fe, &check);
+        if (r == 0 && check != 0)
+                r = fail(fe, -EBADE, "CHECK_DEVICE_STATE after saving answered %" PRIu64, check);
+        if (r < 0) {
+                free(buf);
+                return r;
+        }
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
+int fe_load_state(Frontend *fe, const uint8_t *buf, size_t len, uint64_t *ret_check) {
+        int fd, r;
+
+        /* vufsd may refuse the stream and close its end while we write: EPIPE, not a signal. */
+        signal(SIGPIPE, SIG_IGN);
+        r = transfer_start(fe, FE_VU_TRANSFER_LOAD, &fd);
+        if (r < 0)
+                return r;
+        while (len > 0) {
+                ssize_t n = write(fd, buf, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break; /* refused: CHECK_DEVICE_STATE says why */
+                buf += n;
+                len -= (size_t) n;
+        }
+        close(fd);
+        return fe_check_state(fe, ret_check);
 }

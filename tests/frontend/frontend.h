@@ -111,6 +111,17 @@ static inline bool fe_ack(Frontend *fe) {
         return fe_has_protocol(fe, FE_VU_PROTOCOL_F_REPLY_ACK);
 }
 
+/* ---- live migration: QEMU 8.2's sequence (docs/migration.md), the device already stopped ---- */
+
+/* Source: a pipe, SET_DEVICE_STATE_FD(save) with its write end, everything read until EOF, then
+ * CHECK_DEVICE_STATE, which must answer 0. *ret is malloc'd. */
+int fe_save_state(Frontend *fe, uint8_t **ret, size_t *ret_len);
+/* Destination: SET_DEVICE_STATE_FD(load) with a pipe's read end, buf written and the pipe closed,
+ * then CHECK_DEVICE_STATE: its answer in *ret_check (0 = loaded). */
+int fe_load_state(Frontend *fe, const uint8_t *buf, size_t len, uint64_t *ret_check);
+/* CHECK_DEVICE_STATE alone. */
+int fe_check_state(Frontend *fe, uint64_t *ret);
+
 /* ---- QEMU sequences (vhost-user-fs.md 5.2) ---- */
 
 /* Device realize: features, protocol features, queue num, mem slots, SET_OWNER, initial CALL/ERR fds. */

@@ -437,6 +437,25 @@ static int call_empty(FeFuse *c, FeFuseReq *req) {
 
 /* ---- convenience calls ---- */
 
+int fe_fuse_request(FeFuse *c, uint32_t opcode, uint64_t nodeid, const FeFuseArg *args, unsigned n_args, void *out,
+                    size_t out_size) {
+        FeFuseReq *req;
+        int r;
+
+        NEW_REQ(req, opcode, nodeid, out_size);
+        for (unsigned k = 0; k < n_args; k++)
+                if (args[k].len > 0)
+                        fe_fuse_req_add(req, args[k].data, args[k].len);
+        r = fe_fuse_call(c, req);
+        if (r == 0) {
+                if (out)
+                        memcpy(out, req->payload, MIN(out_size, req->payload_len));
+                r = (int) req->payload_len;
+        }
+        fe_fuse_req_free(c, req);
+        return r;
+}
+
 int fe_fuse_init(FeFuse *c) {
         struct fuse_init_in in = {
                 .major = FUSE_KERNEL_VERSION,

@@ -103,6 +103,16 @@ int fe_fuse_call(FeFuse *c, FeFuseReq *req);
 /* Releases the guest memory of a request that will never complete (ring abandoned). */
 void fe_fuse_req_abandon(FeFuse *c, FeFuseReq *req);
 
+/* Any request: its arguments one after the other (a name with its NUL: len strlen + 1; len 0:
+ * left out), the reply's payload copied into out (at most out_size bytes, also the writable
+ * space). Returns the payload length or the reply's error (-EPROTO/-ETIMEDOUT as fe_fuse_call()). */
+typedef struct FeFuseArg {
+        const void *data;
+        size_t len;
+} FeFuseArg;
+int fe_fuse_request(FeFuse *c, uint32_t opcode, uint64_t nodeid, const FeFuseArg *args, unsigned n_args, void *out,
+                    size_t out_size);
+
 /* Convenience calls; negative errno from the reply or -EPROTO/-ETIMEDOUT. LOOKUP answers a negative entry
  * (success with nodeid 0) with -ENOENT, as the guest treats it. */
 int fe_fuse_init(FeFuse *c);

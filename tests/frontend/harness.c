@@ -93,6 +93,9 @@ static int spawn_vufsd(FeHarness *h, const char *const *prefix, const char *cons
                         argv[n++] = w;
         }
         argv[n] = NULL;
+        /* --privileged-files=map's key where a unit's StateDirectory= would put it: in the harness's
+         * directory (outside the share), kept across restarts of the backend, removed with it. */
+        setenv("STATE_DIRECTORY", h->dir, 1);
         return fe_backend_spawn(&h->backend, (char *const *) argv, h->socket_path, 10000);
 }
 
@@ -158,8 +161,7 @@ char *fe_harness_path(FeHarness *h, const char *name) {
         return p;
 }
 
-pid_t fe_harness_daemon_pid(const FeHarness *h) {
-        pid_t pid = h->backend->pid;
+pid_t fe_harness_first_child(pid_t pid) {
         char path[64];
         int child = 0;
         FILE *f;
@@ -171,7 +173,29 @@ pid_t fe_harness_daemon_pid(const FeHarness *h) {
                         child = 0;
                 fclose(f);
         }
-        return child > 0 ? (pid_t)child : pid;
+        return child > 0 ? (pid_t)child : 0;
+}
+
+pid_t fe_harness_daemon_pid(const FeHarness *h) {
+        pid_t child = fe_harness_first_child(h->backend->pid);
+        return child > 0 ? child : h->backend->pid;
+}
+
+long fe_harness_status_kb(pid_t pid, const char *field) {
+        char path[64], line[256];
+        size_t n = strlen(field);
+        long v = -1;
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof line, f))
+                if (strncmp(line, field, n) == 0 && line[n] == ':')
+                        v = strtol(line + n + 1, NULL, 10);
+        fclose(f);
+        return v;
 }
 
 int fe_harness_count_fds(pid_t pid) {
@@ -188,4 +212,41 @@ int fe_harness_count_fds(pid_t pid) {
                 n += de->d_name[0] != '.';
         closedir(d);
         return n;
+}
+
+int fe_harness_session(FeHarness *h, Frontend **ret_fe, FeFuse **ret_c) {
+        Frontend *fe = NULL;
+        FeFuse *c = NULL;
+        FeOptions o;
+        int r;
+
+        fe_options_init(&o);
+        o.timeout_ms = 10000;
+        r = fe_connect(&fe, h->socket_path, &o);
+        if (r < 0) {
+                fprintf(stderr, "connect: %s\n", strerror(-r));
+                return r;
+        }
+        r = fe_negotiate(fe);
+        if (r == 0)
+                r = fe_start(fe, true);
+        if (r < 0) {
+                fprintf(stderr, "negotiate/start: %s\n", fe->error);
+                fe_free(fe);
+                return r;
+        }
+        r = fe_fuse_new(&c, fe);
+        if (r == 0) {
+                r = fe_fuse_init(c);
+                if (r < 0)
+                        fprintf(stderr, "INIT: %d %s\n", r, c->last_problem);
+        }
+        if (r < 0) {
+                fe_fuse_free(c);
+                fe_free(fe);
+                return r;
+        }
+        *ret_fe = fe;
+        *ret_c = c;
+        return 0;
 }

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "frontend.h"
+#include "fuse-client.h"
 
 #define FE_VIRTIOFSD_PATH "/usr/lib/qemu/virtiofsd"
 
@@ -32,6 +33,10 @@ int fe_harness_spawn_vufsd_as_nobody(FeHarness *h, const char *const *extra);
 /* Gives the harness directory to nobody (0755) and the share to share_owner (user and group) with
  * share_mode, for a vufsd started by fe_harness_spawn_vufsd_as_nobody(). */
 int fe_harness_give_dirs(FeHarness *h, uid_t share_owner, mode_t share_mode);
+/* Connects a frontend to the started backend (10 s timeouts), negotiates, starts its queues and
+ * sends FUSE INIT: the session most tests begin with. On failure the reason goes to stderr and
+ * nothing is kept. */
+int fe_harness_session(FeHarness *h, Frontend **ret_fe, FeFuse **ret_c);
 /* Starts QEMU's C virtiofsd (root, chroot sandbox) on the same paths; -ENOENT if it is not installed. */
 int fe_harness_spawn_virtiofsd(FeHarness *h);
 /* Path of name inside the shared directory (static buffer per call site is the caller's problem: malloc'd). */
@@ -39,8 +44,12 @@ char *fe_harness_path(FeHarness *h, const char *name);
 /* The process serving the guest: the supervisor's child when the sandbox forked one (read from
  * /proc/PID/task/PID/children), else the backend process itself. */
 pid_t fe_harness_daemon_pid(const FeHarness *h);
+/* The first child of pid (from /proc/PID/task/PID/children), 0 when it has none. */
+pid_t fe_harness_first_child(pid_t pid);
 /* How many fds pid has open (the entries of /proc/PID/fd), or a negative errno. */
 int fe_harness_count_fds(pid_t pid);
+/* A "Field: N kB" line of /proc/PID/status (RssAnon, VmRSS), in kB, or -1 if absent or unreadable. */
+long fe_harness_status_kb(pid_t pid, const char *field);
 
 /* For a sanitizer build of the daemon sandboxed explicitly, called first in main() so that every
  * vufsd the test starts inherits it: LeakSanitizer's exit-time scan needs /proc and ptrace, which

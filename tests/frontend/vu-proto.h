@@ -41,6 +41,8 @@ enum {
         FE_VU_REM_MEM_REG = 38,
         FE_VU_SET_STATUS = 39,
         FE_VU_GET_STATUS = 40,
+        FE_VU_SET_DEVICE_STATE_FD = 42,
+        FE_VU_CHECK_DEVICE_STATE = 43,
 };
 
 /* Header flags. */
@@ -64,7 +66,13 @@ enum {
         FE_VU_PROTOCOL_F_RESET_DEVICE = 13,
         FE_VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS = 15,
         FE_VU_PROTOCOL_F_STATUS = 16,
+        FE_VU_PROTOCOL_F_DEVICE_STATE = 19,
 };
+
+/* SET_DEVICE_STATE_FD: direction (save 0, load 1), phase (stopped 0); its reply's "no fd" bit. */
+#define FE_VU_TRANSFER_SAVE 0u
+#define FE_VU_TRANSFER_LOAD 1u
+#define FE_VU_TRANSFER_NO_FD 0x100u
 
 /* Bits 0-7 of a KICK/CALL/ERR payload are the queue index, this bit says "no fd attached". */
 #define FE_VU_VRING_NOFD_MASK 0x100u

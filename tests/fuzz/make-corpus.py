@@ -253,4 +253,47 @@ idt("overlaps", ["map:0:0:10", "guest:5:100:10", "host:9:0:1", "forbid-guest:10:
 idt("overflow", ["guest:4294967290:0:10", "map:0:4294967290:10", "forbid-guest:4294967294:1", "guest:0:0:0",
                  "map:1:2", "map:1:2:3:4", "nope:1:2:3", ""], edge)
 
+# ---- session state streams (daemon/state/session-state.h documents the format) ----
+import hashlib
+
+
+def st_rec(typ, payload):
+    return struct.pack("<HHI", typ, 0, len(payload)) + payload
+
+
+def st_session(minor=38, flags=0x1234, fs_flags=1):
+    return st_rec(1, struct.pack("<IIQIIIIQ", 7, minor, flags, 1 << 20, 1 << 17, 256, 1, fs_flags))
+
+
+def st_node(nid, parent, nm, typ, nlookup=1, slot=-1, handle=b"", flags=0):
+    nb = nm.encode() if nm else b""
+    return st_rec(2, struct.pack("<QQQQQQQIiIHHII", nid, nlookup, parent, 0x801, 1000 + nid, 42, 0, typ, slot, flags,
+                                 len(nb), len(handle), 1 if handle else 0, 0) + nb + handle)
+
+
+def st_handle(fh, node, oflags=2, flags=0, slot=-1, off=0):
+    return st_rec(3, struct.pack("<QQiIiIQ", fh, node, oflags, flags, slot, 0, off))
+
+
+def state(fname, records, version=1):
+    body = b"".join(records)
+    total = 64 + len(body)
+    hdr = b"VUFSSTAT" + struct.pack("<IIQII", version, 64, total, len(records), 0)
+    digest = hashlib.sha256(hdr + bytes(32) + body).digest()
+    write("fuzz-state", fname, hdr + digest + body)
+
+
+DIR, REG = 0o040000, 0o100000
+state("tree", [st_session(), st_node(65, 1, "d", DIR), st_node(133, 65, "f", REG, 3), st_node(201, 1, "g", REG),
+               st_node(265, 0, None, REG, handle=bytes(range(8))), st_handle(0x101, 133), st_handle(0x202, 65, 0, 1, off=5),
+               st_handle(0x303, 1, 0, 1)])
+state("fd-slots", [st_session(), st_node(2, 0, None, REG, slot=0), st_handle(9, 2, slot=1)])
+state("empty-session", [st_session()])
+state("dangling-parent", [st_session(), st_node(10, 77, "x", REG)])
+state("loop", [st_session(), st_node(10, 11, "a", DIR), st_node(11, 10, "b", DIR)])
+state("duplicate-node", [st_session(), st_node(10, 1, "a", REG), st_node(10, 1, "b", REG)])
+state("duplicate-handle", [st_session(), st_node(10, 1, "a", REG), st_handle(1, 10), st_handle(1, 10)])
+state("newer-version", [st_session()], version=2)
+state("two-sessions", [st_session(), st_session()])
+
 print("corpus written to", out, file=sys.stderr)

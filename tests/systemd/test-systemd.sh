@@ -3,7 +3,8 @@
 # installs it (meson install --destdir) into a debootstrapped Debian 12 root (mkroot.sh, cached),
 # boots the root with systemd-nspawn and drives it through nsenter into the container's PID 1
 # namespaces:
-#   - systemd-analyze verify is clean on the installed vufsd@.socket / vufsd@.service;
+#   - systemd-analyze verify is clean on the installed vufsd@.socket / vufsd@.service and
+#     vufsd-metrics.service / .timer;
 #   - systemctl start vufsd@vm1.socket; the socket is root:kvm 0660;
 #   - a client (fe-session, the test frontend, run on the host through /proc/PID/root) connecting
 #     activates vufsd@vm1.service, which reads /etc/vufsd/vm1.conf and serves the share; while it is
@@ -270,7 +271,8 @@ t_checks=$(now)
 # ---- 1. systemd-analyze verify ----
 # --man=no: the minimal root has no man(1); the page Documentation= names is checked by path.
 out=$(ns systemd-analyze verify --man=no /usr/lib/systemd/system/vufsd@vm1.socket \
-        /usr/lib/systemd/system/vufsd@vm1.service 2>&1) || { echo "$out" >&2; fail "systemd-analyze verify failed"; }
+        /usr/lib/systemd/system/vufsd@vm1.service /usr/lib/systemd/system/vufsd-metrics.service \
+        /usr/lib/systemd/system/vufsd-metrics.timer 2>&1) || { echo "$out" >&2; fail "systemd-analyze verify failed"; }
 [ -z "$out" ] || { echo "$out" >&2; fail "systemd-analyze verify is not clean"; }
 ls "$root"/usr/share/man/man8/vufsd.8* > /dev/null 2>&1 || fail "man:vufsd(8) named by the units is not installed"
 pass "systemd-analyze verify: clean"

@@ -39,8 +39,9 @@
 #   --share-fs FS     what each share is: dir (default), a directory of the file system of
 #                     $TMPDIR; ext4, a loop-mounted ext4 of its own, a whole file system, on which
 #                     vufsd's default --inode-file-handles=prefer remembers inodes by file handle
-#                     (on a subdirectory it keeps an O_PATH fd per inode: docs/security.md). A tree
-#                     with more inodes than the daemon's fd limit needs ext4 (docs/benchmarks.md)
+#                     (on a subdirectory it reaches inodes through O_PATH fds, at most
+#                     --max-inode-fds of them open: docs/security.md); the C daemon keeps one per
+#                     inode, so a tree with more inodes than its fd limit fails there
 #   --tree DIRS       parts of the tree, comma separated, relative to its top (e.g. fs,kernel);
 #                     default: the whole tree
 #   --steps LIST      default extract,find,stat,du,git,rm (git = git-cold + git-warm)

@@ -62,10 +62,53 @@ initrd=$("$here/mkinitramfs.sh" "$build_dir/initramfs-conformance-$kver.cpio.gz"
         --script "$here/../conformance/guest-conformance.sh" \
         --extra "$probe:/usr/bin/vufs-posix" --extra "$tmp/known:/etc/vufs/conformance-known")
 
+# What the guest left in a share that a host user could use as a privilege (issue 33): set-id
+# regular files, file capabilities, device nodes other than whiteouts (character 0:0, which open
+# nothing and need no CAP_MKNOD). Set-group-id directories are inheritance, not privilege.
+host_privileges() {
+        find "$1" -type f \( -perm -4000 -o -perm -2000 \) -printf 'set-id file: %p\n'
+        find "$1" \( -type b -o -type c \) -exec stat -c '%F %t:%T %n' {} + | grep -v '^character special file 0:0 ' || true
+        getcap -r "$1" 2> /dev/null | sed 's/^/file capability: /'
+}
+command -v getcap > /dev/null || { msg "getcap missing (libcap2-bin, tools/install-deps.sh)"; exit 1; }
+# The guest's chmod 4755 of a copy of id(1), run here as nobody from a directory nobody may reach
+# (copied with its mode); prints the uid it runs with.
+run_id_copy_as_nobody() {
+        local d
+        d=$(mktemp -d "$tmp/idrun.XXXXXX")
+        chmod 0755 "$tmp" "$d"
+        cp -p "$1" "$d/id"
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$d/id" -u
+}
+
+# After a run with the default --privileged-files=map: nothing in the share is a host privilege,
+# and guest root's chmod 4755 of id leaves a program that runs as whoever runs it on the host.
+check_map_mode() {
+        local p=$1 share=$2 left uid
+        left=$(host_privileges "$share")
+        if [ -n "$left" ]; then
+                msg "FAIL: cache=$p: the guest left host privileges in the share:"
+                sed 's/^/test-conformance:   /' <<< "$left" >&2
+                return 1
+        fi
+        if ! grep -aq '^CONFORMANCE-SETUID-COPY: mode 4755' "$build_dir/last-conformance-$p.log"; then
+                msg "FAIL: cache=$p: the guest did not see its chmod 4755 of id (CONFORMANCE-SETUID-COPY)"
+                return 1
+        fi
+        uid=$(run_id_copy_as_nobody "$share/id-copy" || true)
+        if [ "$uid" != 65534 ]; then
+                msg "FAIL: cache=$p: guest root's chmod 4755 of id, run by nobody on the host, printed '$uid'"
+                return 1
+        fi
+        msg "cache=$p: no set-id file, device or file capability in the share; guest root's set-uid copy" \
+            "of id is 4755 in the guest and runs as nobody (uid $uid) on the host"
+}
+
 failed=()
 for p in "${policies[@]}"; do
         share=$tmp/share-$p
         mkdir -p "$share"
+        cp "$(command -v id)" "$share/id-copy"
         t0=$(date +%s.%N)
         status=0
         # Extended attributes are off by default in vufsd (as in virtiofsd); the suite needs them.
@@ -79,6 +122,11 @@ for p in "${policies[@]}"; do
         rm -rf "$build_dir/last-conformance-results-$p"
         cp -r "$share/conformance-results" "$build_dir/last-conformance-results-$p" 2>/dev/null || true
         grep -a -E '^(CONFORMANCE|vufs-posix)' "$build_dir/last-conformance-$p.log" | sed "s/^/test-conformance:   [$p] /" >&2 || true
+        # The default (map) only: refuse makes none either, allow is asked to make them.
+        case "${VUFSD_EXTRA_ARGS:-}" in
+        *privileged-files*) ;;
+        *) check_map_mode "$p" "$share" || status=1 ;;
+        esac
         if [ $status -ne 0 ]; then
                 msg "FAIL: cache=$p (${elapsed}s; console: $build_dir/last-conformance-$p.log," \
                     "outputs: $build_dir/last-conformance-results-$p)"

@@ -1,0 +1,64 @@
+/* passthrough-state.h: the passthrough's part of a session's state (its nodes and open handles)
+ * saved into a SessionState and restored from one (daemon/state/session-state.h). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "passthrough.h"
+#include "session-state.h"
+
+/* How nodes are described when saving and found when loading (the Rust virtiofsd's migration
+ * options; docs/migration.md). */
+typedef struct PtStateOptions {
+        /* --migration-mode=file-handles: every node goes as its file handle, opened on the
+         * destination; needs a destination that may use handles on its share (--inode-file-handles
+         * in force there). Otherwise (find-paths) every node goes as its path from the share's
+         * root, from the kernel's name of the node's fd at the moment of saving. */
+        bool by_handle;
+        /* --migration-confirm-paths: each path is opened again from the root when saving and must
+         * lead to the node's very inode (device and inode number), or the node goes without one. */
+        bool confirm_paths;
+        /* --migration-verify-handles: find-paths sends each node's file handle too, and the
+         * destination requires the file it finds by path to have that handle (same filesystem). */
+        bool verify_handles;
+        /* --migration-on-error=guest-error: a node or handle the destination cannot find becomes one
+         * whose every use fails (EIO for nodes, EBADF for handles) instead of failing the load. */
+        bool guest_error;
+} PtStateOptions;
+
+typedef struct PtStateReport {
+        size_t nodes, handles;            /* saved, or restored */
+        size_t nodes_lost, handles_lost;  /* without a way to find them (save), or not found (load) */
+        char first_problem[256];          /* the first node or handle that was lost, and why */
+} PtStateReport;
+
+/* Adds every node the guest holds and every open handle to s (the session record is the caller's).
+ * Only while no request runs (the rings are stopped). Nodes the source cannot describe (deleted
+ * while the guest holds them, outside the share, a path that no longer confirms) are saved
+ * without a location and counted in rep. */
+int passthrough_state_save(Passthrough *p, const PtStateOptions *o, SessionState *s, PtStateReport *rep);
+
+/* The fds a save hands over beside the stream (a process passing its session to another, with
+ * SCM_RIGHTS): fds[k] is the fd of fd slot k, a duplicate the caller closes (passthrough_state_fds_done()). */
+typedef struct PtStateFds {
+        int *fds;
+        size_t n, cap;
+} PtStateFds;
+void passthrough_state_fds_done(PtStateFds *f);
+
+/* passthrough_state_save() that also hands over fds: every node that holds an O_PATH fd and every
+ * handle with an open file gets an fd slot in its record and a duplicate of that fd in *fds, so
+ * the receiver takes them (passthrough_state_load()) instead of locating the files again — even
+ * one deleted meanwhile. Nodes remembered by file handle hold no fd and go as saving describes
+ * them. */
+int passthrough_state_save_fds(Passthrough *p, const PtStateOptions *o, SessionState *s, PtStateFds *fds,
+                               PtStateReport *rep);
+
+/* Re-creates the nodes and handles of s, with the same nodeids and fhs, on a passthrough whose
+ * session has just been reset. fds (n_fds of them, may be NULL): fds passed beside the stream; a
+ * record's fd_slot takes fds[slot] (set to -1 in the array) instead of locating the file.
+ * Anything not found fails the load (-ENOENT, -ESTALE, ... with the reason in rep->first_problem)
+ * unless o->guest_error. On failure the caller resets the session. */
+int passthrough_state_load(Passthrough *p, const PtStateOptions *o, const SessionState *s, int *fds, size_t n_fds,
+                           PtStateReport *rep);

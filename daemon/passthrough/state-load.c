@@ -1,0 +1,226 @@
+/* state-load.c: the nodes and open handles of a SessionState re-created in the passthrough. */
+#include "passthrough-state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "beneath.h"
+#include "file-handle.h"
+#include "handle-map.h"
+#include "inode-fd.h"
+#include "inode-map.h"
+#include "lookup.h"
+#include "passthrough-internal.h"
+
+typedef struct LoadCtx {
+        Passthrough *p;
+        const PtStateOptions *o;
+        PtStateReport *rep;
+        int *fds;
+        size_t n_fds;
+        Inode *root;
+        int root_fd;  /* the root's fd, borrowed for the load */
+        int mount_fd; /* file-handles mode: the share's mount, the only one handles open on */
+} LoadCtx;
+
+static int problem(PtStateReport *rep, int r, const char *fmt, ...) _printf_(3, 4);
+static int problem(PtStateReport *rep, int r, const char *fmt, ...) {
+        va_list ap;
+
+        if (!rep->first_problem[0]) {
+                va_start(ap, fmt);
+                vsnprintf(rep->first_problem, sizeof rep->first_problem, fmt, ap);
+                va_end(ap);
+        }
+        return r;
+}
+
+/* The fd passed beside the stream for slot k, taken (charged to the budget), or -1 when there is
+ * none. */
+static int take_slot(LoadCtx *c, int32_t k) {
+        int fd;
+
+        if (k < 0 || (size_t) k >= c->n_fds || c->fds[k] < 0)
+                return -1;
+        if (!fd_budget_take(&c->p->budget))
+                return -ENFILE;
+        fd = c->fds[k];
+        c->fds[k] = -1;
+        return fd;
+}
+
+static bool same_handle(const StateNode *n, const struct file_handle *h) {
+        return (uint32_t) h->handle_type == n->handle_type && h->handle_bytes == n->handle_len &&
+               memcmp(h->f_handle, n->handle, n->handle_len) == 0;
+}
+
+/* An O_PATH fd of the file node n names (charged to the budget), checked to be of its type. */
+static int locate(LoadCtx *c, const StateNode *n, struct statx *stx) {
+        _cleanup_(inode_unrefp) Inode *parent = NULL;
+        _cleanup_(inode_fd_done) InodeFd pf = INODE_FD_NULL;
+        int fd, r;
+
+        fd = take_slot(c, n->fd_slot);
+        if (fd == -1 && c->o->by_handle) {
+                FileHandleBuf hb = {};
+                struct statx rs;
+                if (n->handle_len == 0)
+                        return problem(c->rep, -ENOENT, "node %" PRIu64 ": no file handle in the state", n->id);
+                hb.fh.handle_bytes = n->handle_len;
+                hb.fh.handle_type = (int) n->handle_type;
+                memcpy(hb.fh.f_handle, n->handle, n->handle_len);
+                r = statx_fd(c->root_fd, &rs);
+                if (r < 0)
+                        return r;
+                if (!fd_budget_take(&c->p->budget))
+                        return -ENFILE;
+                /* On the share's filesystem only: the device is the root's, the inode number the
+                 * source's. */
+                fd = file_handle_open_checked(c->mount_fd, &hb.fh, makedev(rs.stx_dev_major, rs.stx_dev_minor), n->ino,
+                                              O_PATH, NULL);
+                if (fd < 0) {
+                        fd_budget_release(&c->p->budget);
+                        return problem(c->rep, fd, "node %" PRIu64 ": its file handle does not open (%s)", n->id,
+                                       strerror(-fd));
+                }
+        } else if (fd == -1) {
+                if (!n->name)
+                        return problem(c->rep, -ENOENT, "node %" PRIu64 ": the source found no path for it", n->id);
+                if (n->parent == STATE_ROOT_ID)
+                        parent = inode_ref(c->root);
+                else
+                        parent = get_inode(c->p, n->parent);
+                if (!parent)
+                        return problem(c->rep, -ENOENT, "node %" PRIu64 ": its parent %" PRIu64 " is missing", n->id,
+                                       n->parent);
+                r = inode_fd(c->p, parent, &pf, NULL);
+                if (r < 0)
+                        return problem(c->rep, r, "node %" PRIu64 ": its parent %" PRIu64 " was not found", n->id, n->parent);
+                fd = beneath_open_path(&c->p->budget, pf.fd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        return problem(c->rep, fd, "node %" PRIu64 ": %s: %s", n->id, n->name, strerror(-fd));
+        }
+        if (fd < 0)
+                return fd;
+        r = statx_fd(fd, stx);
+        if (r >= 0 && (stx->stx_mode & S_IFMT) != n->type)
+                r = problem(c->rep, -ESTALE, "node %" PRIu64 ": %s is another type of file now", n->id, n->name ?: "(handle)");
+        if (r >= 0 && c->o->verify_handles && n->handle_len > 0) {
+                FileHandleBuf hb;
+                int mnt_id;
+                r = file_handle_of_fd(fd, &hb, &mnt_id);
+                if (r < 0 || !same_handle(n, &hb.fh))
+                        r = problem(c->rep, -ESTALE, "node %" PRIu64 ": %s is not the file the source had (its handle differs)",
+                                    n->id, n->name ?: "(handle)");
+        }
+        if (r < 0) {
+                fd_budget_close(&c->p->budget, fd);
+                return r;
+        }
+        return fd;
+}
+
+static int load_node(LoadCtx *c, const StateNode *n) {
+        _cleanup_(inode_unrefp) Inode *i = NULL;
+        struct statx stx = {};
+        int fd, r;
+
+        fd = locate(c, n, &stx);
+        if (fd >= 0) {
+                r = remember_inode_at(c->p, fd, &stx, n->id, n->nlookup, &i);
+                if (r < 0)
+                        return problem(c->rep, r, "node %" PRIu64 ": %s", n->id, strerror(-r));
+                c->rep->nodes++;
+                return 0;
+        }
+        if (!c->o->guest_error || fd == -ENOMEM || fd == -ENFILE)
+                return fd;
+        /* Kept, answering EIO: the guest's nodeid stays valid until it forgets it. */
+        stx.stx_mode = (uint16_t) n->type;
+        r = inode_map_insert(c->p->inodes, n->id, n->nlookup, -1, NULL, -1, &stx, &i);
+        if (r < 0)
+                return problem(c->rep, r, "node %" PRIu64 ": %s", n->id, strerror(-r));
+        c->rep->nodes_lost++;
+        return 0;
+}
+
+static int load_handle(LoadCtx *c, const StateHandle *h) {
+        _cleanup_(inode_unrefp) Inode *i = get_inode(c->p, h->node);
+        bool dir = h->flags & STATE_HANDLE_DIR;
+        int fd, r, flags;
+
+        if (!i) /* the decoder checked it is in the state: a node that failed in guest-error mode is */
+                return problem(c->rep, -ENOENT, "handle %" PRIu64 ": node %" PRIu64 " is missing", h->fh, h->node);
+        if (dir != (i->type == S_IFDIR))
+                return problem(c->rep, -EBADMSG, "handle %" PRIu64 ": a %s handle on a %s", h->fh, dir ? "directory" : "file",
+                               dir ? "file" : "directory");
+        flags = dir ? O_RDONLY | O_DIRECTORY : h->open_flags & ~(O_TRUNC | O_CREAT | O_EXCL);
+        /* The stream's flags are the frontend's: what this daemon's options forbid an open stays
+         * forbidden (open_inode() keeps only the flags a guest may pass at all). */
+        if (c->p->opts.readonly)
+                flags &= ~O_ACCMODE;
+        if (!c->p->opts.allow_direct_io)
+                flags &= ~O_DIRECT;
+        fd = take_slot(c, h->fd_slot);
+        if (fd == -1)
+                /* Opened again as it was, less what would change the file a second time. */
+                fd = open_inode(c->p, i, flags);
+        if (fd < 0) {
+                problem(c->rep, fd, "handle %" PRIu64 " on node %" PRIu64 ": %s", h->fh, h->node, strerror(-fd));
+                if (!c->o->guest_error || fd == -ENOMEM || fd == -ENFILE)
+                        return fd;
+                c->rep->handles_lost++;
+                fd = -1; /* kept, answering EBADF */
+        } else
+                c->rep->handles++;
+        r = handle_map_insert(c->p->handles, h->fh, i, fd, flags, dir);
+        if (r < 0)
+                return problem(c->rep, r, "handle %" PRIu64 ": %s", h->fh, strerror(-r));
+        return 0;
+}
+
+int passthrough_state_load(Passthrough *p, const PtStateOptions *o, const SessionState *s, int *fds, size_t n_fds,
+                           PtStateReport *rep) {
+        _cleanup_(inode_unrefp) Inode *root = get_inode(p, FS_ROOT_ID);
+        _cleanup_(inode_fd_done) InodeFd rf = INODE_FD_NULL; /* the root keeps its fd: borrowed */
+        LoadCtx c = { .p = p, .o = o, .rep = rep, .fds = fds, .n_fds = n_fds, .root = root, .mount_fd = -1 };
+        int r;
+
+        *rep = (PtStateReport) {};
+        if (!root)
+                return -EIO;
+        r = inode_fd(p, root, &rf, NULL);
+        if (r < 0)
+                return r;
+        c.root_fd = rf.fd;
+        if (o->by_handle) {
+                uint64_t key;
+                /* A handle opens any file of its filesystem: only where this share may use them
+                 * (--inode-file-handles in force: the share shows its whole filesystem, or
+                 * --allow-handles-beyond-share), or a hostile stream could name files outside. */
+                if (!p->use_handles)
+                        return problem(rep, -EPERM, "file-handles migration needs --inode-file-handles in force on the destination");
+                r = mount_id_of_fd(rf.fd, p->mounts.unique_ids, &key);
+                if (r < 0)
+                        return problem(rep, r, "the share's mount id: %s", strerror(-r));
+                c.mount_fd = mount_fds_get(&p->mounts, key, rf.fd);
+                if (c.mount_fd < 0)
+                        return problem(rep, c.mount_fd, "no mount fd for the share: %s", strerror(-c.mount_fd));
+        }
+        for (size_t k = 0; k < session_state_node_count(s); k++) { /* parents first */
+                r = load_node(&c, session_state_node(s, k));
+                if (r < 0)
+                        return r;
+        }
+        for (size_t k = 0; k < session_state_handle_count(s); k++) {
+                r = load_handle(&c, session_state_handle(s, k));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}

@@ -1,0 +1,51 @@
+/* keeper.h: state the serving process keeps outside itself so that the next one can take over when
+ * it dies (docs/survival.md).
+ *
+ * The keeper is the supervisor (sandbox.c): outside the sandbox, confined by its own lockdown, and
+ * it reads nothing the guest sends. The serving process stores records in a few slots over the
+ * supervisor channel (a SEQPACKET socket: one message per record, whole or not at all, so a death
+ * in the middle of a store leaves the previous record), each with the fds it names (SCM_RIGHTS):
+ * the frontend connection, the guest memory, the rings' eventfds and in-flight tables. The keeper
+ * never looks inside a record: it replaces the slot's record and fds, and hands them back on a
+ * fetch. The process that fetches them validates them as frontend input. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define KEEPER_SLOTS 4
+#define KEEPER_MAX_RECORD 16384
+#define KEEPER_MAX_FDS 128
+
+enum {
+        KEEPER_SLOT_DEVICE = 0,  /* device-snapshot.h's record: the frontend's configuration */
+        KEEPER_SLOT_SESSION = 1, /* the guest's FUSE_INIT, replayed into the next process's server */
+};
+
+/* The first byte of a message on the supervisor channel that is not a notification. */
+enum {
+        KEEPER_TAG_STORE = 0x01, /* daemon -> keeper: slot byte, record, fds */
+        KEEPER_TAG_FETCH = 0x02, /* daemon -> keeper: slot byte */
+        KEEPER_TAG_RECORD = 0x03, /* keeper -> daemon: slot byte, record (empty: none), fds */
+        KEEPER_TAG_CHANNEL = 0x04, /* spawner -> supervisor: a new control channel's end (one fd) */
+};
+
+/* ---- the supervisor's side ---- */
+
+/* Whether buf (a message read from the channel, n bytes) is the keeper's; if so it is handled:
+ * fds (n_fds, taken) stored or closed, a fetch answered on ctl. */
+bool keeper_handle(int ctl, const void *buf, size_t n, int *fds, size_t n_fds);
+/* Drops every record and fd (the daemon is gone for good). */
+void keeper_clear(void);
+
+/* One message with fds (borrowed) on a SEQPACKET socket: whole or not at all. */
+struct iovec;
+int keeper_send_fds(int sock, const struct iovec *iov, size_t n_iov, const int *fds, size_t n_fds);
+
+/* ---- the serving process's side ---- */
+
+/* Stores a record and its fds (borrowed) in slot; replaces what was there. */
+int keeper_store(unsigned slot, const void *record, size_t len, const int *fds, size_t n_fds);
+/* Fetches slot's record into buf (size bytes) and its fds (at most max, owned by the caller).
+ * Returns the record's length, 0 when the slot is empty. */
+int keeper_fetch(unsigned slot, void *buf, size_t size, int *fds, size_t max, size_t *ret_n_fds);

@@ -1,0 +1,279 @@
+/* test-passthrough-state.c: the passthrough's nodes and handles saved into a SessionState and
+ * restored in another passthrough over the same directory (state-save.c, state-load.c): same
+ * nodeids and fhs, the fds passed beside a stream taken instead of locating (what a hand-over to a
+ * new process uses), node ids from a hostile stream; and the size and times for 100,000 nodes
+ * (docs/migration.md quotes them). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "passthrough-state.h"
+#include "passthrough.h"
+#include "session-state.h"
+#include "test-main.h"
+
+TEST_TEMP_DIR_FIXTURE(dir, "/tmp/test-pt-state-XXXXXX")
+static const FsOps *ops = &passthrough_ops;
+static const FsCtx root_ctx = { .uid = 0, .gid = 0 };
+
+static Passthrough *open_share_with(bool handles) {
+        FsOptions o = FS_OPTIONS_DEFAULT;
+        Passthrough *p;
+
+        o.shared_dir = dir;
+        if (handles) {
+                o.inode_file_handles = INODE_FILE_HANDLES_MANDATORY;
+                o.handles_beyond_share = true;
+        }
+        o.max_nodes = 4000000;
+        ck_assert_int_eq(passthrough_new(&p, &o), 0);
+        return p;
+}
+
+static Passthrough *open_share(void) {
+        return open_share_with(false);
+}
+
+static void put(const char *rel, const char *content) {
+        char path[256];
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s/%s", dir, rel);
+        f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(content, f);
+        fclose(f);
+}
+
+static uint64_t usec_since(const struct timespec *t0) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (uint64_t) ((t.tv_sec - t0->tv_sec) * 1000000 + (t.tv_nsec - t0->tv_nsec) / 1000);
+}
+
+/* Saved from one passthrough, restored in another: the same ids answer the same files. */
+START_TEST(test_round_trip_by_path) {
+        _cleanup_(passthrough_freep) Passthrough *a = NULL, *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        PtStateOptions o = { .confirm_paths = true };
+        PtStateReport rep;
+        FsEntry d, f, f2;
+        uint64_t fh;
+        char buf[16] = "";
+        struct iovec iov = { buf, sizeof buf - 1 };
+        StateSession ss = {};
+        char path[256];
+
+        snprintf(path, sizeof path, "%s/sub", dir);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        put("sub/file", "hello state");
+        a = open_share();
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, "sub", &d), 0);
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, d.nodeid, "file", &f), 0);
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, d.nodeid, "file", &f2), 0); /* nlookup 2 */
+        ck_assert_int_eq(ops->open(a, &root_ctx, f.nodeid, O_RDONLY, false, &fh), 0);
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(passthrough_state_save(a, &o, s, &rep), 0);
+        ck_assert_uint_eq(rep.nodes, 2);
+        ck_assert_uint_eq(rep.handles, 1);
+        ck_assert_uint_eq(rep.nodes_lost, 0);
+        ck_assert_str_eq(session_state_find_node(s, f.nodeid)->name, "sub/file");
+        ck_assert_uint_eq(session_state_find_node(s, f.nodeid)->nlookup, 2);
+
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, NULL, 0, &rep), 0);
+        ck_assert_uint_eq(passthrough_inode_count(b), 3);
+        ck_assert_int_eq(ops->read(b, &root_ctx, f.nodeid, fh, 0, &iov, 1), 11);
+        ck_assert_str_eq(buf, "hello state");
+        /* Two lookups came over: forgetting one keeps the node. */
+        ops->forget(b, f.nodeid, 1);
+        ck_assert_int_eq(ops->getattr(b, &root_ctx, f.nodeid, FS_NO_FH, &(struct stat) {}), 0);
+        ops->forget(b, f.nodeid, 1);
+        ck_assert_int_eq(ops->release(b, &root_ctx, f.nodeid, fh, 0, false), 0);
+        ck_assert_int_eq(ops->getattr(b, &root_ctx, f.nodeid, FS_NO_FH, &(struct stat) {}), -EBADF);
+        /* The next new node does not take a restored id. */
+        ck_assert_int_eq(ops->lookup(b, &root_ctx, d.nodeid, "file", &f2), 0);
+        ck_assert_uint_ne(f2.nodeid, d.nodeid);
+}
+END_TEST
+
+/* A hand-over's stream: the fds come beside it (fd_slot) and are taken, not located again, even
+ * where the name no longer leads to the file. */
+START_TEST(test_fd_slots) {
+        _cleanup_(passthrough_freep) Passthrough *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        StateSession ss = {};
+        StateNode n = { .id = 5 << 6 | 3, .nlookup = 1, .type = S_IFREG, .fd_slot = 0 };
+        StateHandle h = { .fh = 9 << 6 | 3, .node = 5 << 6 | 3, .open_flags = O_RDONLY, .fd_slot = 1 };
+        PtStateOptions o = {};
+        PtStateReport rep;
+        char path[256], buf[8] = "";
+        struct iovec iov = { buf, 4 };
+        int fds[2];
+
+        put("handed", "over");
+        snprintf(path, sizeof path, "%s/handed", dir);
+        fds[0] = open(path, O_PATH | O_CLOEXEC);
+        fds[1] = open(path, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(fds[0], 0);
+        ck_assert_int_ge(fds[1], 0);
+        ck_assert_int_eq(unlink(path), 0); /* no name: only the fds find it */
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(session_state_add_node(s, &n), 0);
+        ck_assert_int_eq(session_state_add_handle(s, &h), 0);
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, fds, 2, &rep), 0);
+        ck_assert_int_eq(fds[0], -1); /* taken */
+        ck_assert_int_eq(fds[1], -1);
+        ck_assert_int_eq(ops->read(b, &root_ctx, n.id, h.fh, 0, &iov, 1), 4);
+        ck_assert_mem_eq(buf, "over", 4);
+}
+END_TEST
+
+/* The sending half of a hand-over: the fds of every node and open file go beside the stream, and
+ * the receiver finds through them a file whose name is gone. */
+START_TEST(test_hand_over_fds) {
+        _cleanup_(passthrough_freep) Passthrough *a = NULL, *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        PtStateOptions o = {};
+        PtStateReport rep;
+        PtStateFds fds = {};
+        StateSession ss = {};
+        FsEntry f;
+        uint64_t fh;
+        char path[256], buf[8] = "";
+        struct iovec iov = { buf, 6 };
+
+        put("moving", "handed");
+        a = open_share();
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, "moving", &f), 0);
+        ck_assert_int_eq(ops->open(a, &root_ctx, f.nodeid, O_RDONLY, false, &fh), 0);
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(passthrough_state_save_fds(a, &o, s, &fds, &rep), 0);
+        ck_assert_uint_eq(fds.n, 2); /* the node's O_PATH fd and the open file */
+        ck_assert_int_eq(session_state_find_node(s, f.nodeid)->fd_slot, 0);
+        a = passthrough_free(a);
+        snprintf(path, sizeof path, "%s/moving", dir);
+        ck_assert_int_eq(unlink(path), 0);
+
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, fds.fds, fds.n, &rep), 0);
+        ck_assert_int_eq(ops->read(b, &root_ctx, f.nodeid, fh, 0, &iov, 1), 6);
+        ck_assert_mem_eq(buf, "handed", 6);
+        ck_assert_int_eq(ops->getattr(b, &root_ctx, f.nodeid, FS_NO_FH, &(struct stat) {}), 0);
+        passthrough_state_fds_done(&fds); /* what was not taken; here nothing */
+}
+END_TEST
+
+/* Restored ids that collide with a node already there (a stream loaded twice) are refused. */
+START_TEST(test_duplicate_load_refused) {
+        _cleanup_(passthrough_freep) Passthrough *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        StateSession ss = {};
+        StateNode n = { .id = 7 << 6 | 1, .nlookup = 1, .type = S_IFREG, .fd_slot = -1, .parent = 1, .name = "x" };
+        PtStateOptions o = {};
+        PtStateReport rep;
+
+        put("x", "x");
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(session_state_add_node(s, &n), 0);
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, NULL, 0, &rep), 0);
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, NULL, 0, &rep), -EEXIST);
+}
+END_TEST
+
+/* 100,000 files in 1,000 directories, every one looked up, 1,000 open: the state's size, and the
+ * time to save (collect every path and encode) and to load (decode and locate every file again).
+ * The nodes are remembered by file handle (the machine's fd limit is below 100,000); the source
+ * goes before the destination starts, as the source process ends in a migration. */
+START_TEST(test_hundred_thousand_nodes) {
+        _cleanup_(passthrough_freep) Passthrough *a = NULL, *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL, *d = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        PtStateOptions o = {};
+        PtStateReport rep;
+        StateSession ss = {};
+        struct timespec t0;
+        char name[64], err[256] = "";
+        uint64_t save_us, load_us;
+        size_t len;
+
+        for (int k = 0; k < 1000; k++) {
+                snprintf(name, sizeof name, "%s/dir-%04d", dir, k);
+                ck_assert_int_eq(mkdir(name, 0755), 0);
+                for (int j = 0; j < 99; j++) {
+                        char f[96];
+                        int fd;
+                        snprintf(f, sizeof f, "%s/file-%04d.dat", name, j);
+                        fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                        ck_assert_int_ge(fd, 0);
+                        close(fd);
+                }
+        }
+        a = open_share_with(true);
+        ck_assert(passthrough_uses_handles(a));
+        for (int k = 0; k < 1000; k++) {
+                FsEntry de, fe;
+                snprintf(name, sizeof name, "dir-%04d", k);
+                ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, name, &de), 0);
+                for (int j = 0; j < 99; j++) {
+                        uint64_t fh;
+                        snprintf(name, sizeof name, "file-%04d.dat", j);
+                        ck_assert_int_eq(ops->lookup(a, &root_ctx, de.nodeid, name, &fe), 0);
+                        if (j == 0)
+                                ck_assert_int_eq(ops->open(a, &root_ctx, fe.nodeid, O_RDONLY, false, &fh), 0);
+                }
+        }
+        ck_assert_uint_eq(passthrough_inode_count(a), 100001);
+
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(passthrough_state_save(a, &o, s, &rep), 0);
+        ck_assert_msg(session_state_encode(s, &buf, &len, err, sizeof err) == 0, "%s", err);
+        save_us = usec_since(&t0);
+        ck_assert_uint_eq(rep.nodes_lost, 0);
+        a = passthrough_free(a);
+
+        b = open_share_with(true);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ck_assert_msg(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq(passthrough_state_load(b, &o, d, NULL, 0, &rep), 0);
+        load_us = usec_since(&t0);
+        ck_assert_uint_eq(passthrough_inode_count(b), 100001);
+        ck_assert_uint_eq(passthrough_handle_count(b), 1000);
+        fprintf(stderr, "100000 nodes, 1000 handles (find-paths): %zu bytes, save %" PRIu64 " ms, load %" PRIu64 " ms\n",
+                len, save_us / 1000, load_us / 1000);
+        ck_assert_timing_lt(save_us + load_us, 30000000);
+}
+END_TEST
+
+static Suite *pt_state_suite(void) {
+        Suite *s = suite_create("passthrough-state");
+        TCase *tc = tcase_create("state");
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 300);
+        tcase_add_test(tc, test_round_trip_by_path);
+        tcase_add_test(tc, test_fd_slots);
+        tcase_add_test(tc, test_hand_over_fds);
+        tcase_add_test(tc, test_duplicate_load_refused);
+        tcase_add_root_test(tc, test_hundred_thousand_nodes);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+TEST_MAIN_SUITE(pt_state_suite)

@@ -1,0 +1,417 @@
+/* test-session-state.c: the session state's byte format: a round trip keeps every field, and each
+ * malformed stream (truncated, oversized, newer, damaged, dangling, duplicated, looping) is refused
+ * with its own message; the size and time for 100,000 nodes. */
+#include <check.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "session-state.h"
+#include "test-main.h"
+
+static void add_node(SessionState *s, uint64_t id, uint64_t parent, const char *name, uint32_t type) {
+        StateNode n = {
+                .id = id, .nlookup = id * 3, .parent = parent, .name = (char *) name, .dev = 0x801,
+                .ino = 1000 + id, .mnt_id = 42, .generation = 7, .type = type, .fd_slot = -1,
+        };
+        ck_assert_int_eq(session_state_add_node(s, &n), 0);
+}
+
+static void add_handle(SessionState *s, uint64_t fh, uint64_t node, bool dir) {
+        StateHandle h = { .fh = fh, .node = node, .open_flags = 02, .flags = dir ? STATE_HANDLE_DIR : 0,
+                          .fd_slot = -1, .dir_offset = dir ? 5 : 0 };
+        ck_assert_int_eq(session_state_add_handle(s, &h), 0);
+}
+
+/* root/ d(2)/ f(3), root/ g(4), a node without a path (5); handles on f, d and the root. Nodes
+ * deliberately children first: the reader hands them back parents first. */
+static SessionState *sample(void) {
+        StateSession ss = { .proto_major = 7, .proto_minor = 38, .init_flags = 0x1234567890ull, .max_write = 1 << 20,
+                            .max_readahead = 1 << 17, .max_pages = 256, .time_gran = 1, .fs_flags = STATE_FS_WRITEBACK };
+        SessionState *s;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        add_node(s, 3 << 6 | 5, 2 << 6 | 1, "f", S_IFREG);
+        add_node(s, 2 << 6 | 1, STATE_ROOT_ID, "d", S_IFDIR);
+        add_node(s, 4 << 6 | 9, STATE_ROOT_ID, "g", S_IFREG);
+        add_node(s, 5 << 6 | 9, 0, NULL, S_IFREG);
+        add_handle(s, 0x101, 3 << 6 | 5, false);
+        add_handle(s, 0x202, 2 << 6 | 1, true);
+        add_handle(s, 0x303, STATE_ROOT_ID, true);
+        return s;
+}
+
+static uint8_t *encode(SessionState *s, size_t *len) {
+        char err[256] = "";
+        uint8_t *buf;
+
+        ck_assert_msg(session_state_encode(s, &buf, len, err, sizeof err) == 0, "encode: %s", err);
+        return buf;
+}
+
+/* Decodes buf and expects refusal r with a message containing want. */
+static void refused(const uint8_t *buf, size_t len, uint64_t cap, int r, const char *want) {
+        char err[256] = "";
+        SessionState *s = NULL;
+        int got = session_state_decode(buf, len, cap, &s, err, sizeof err);
+
+        ck_assert_msg(got == r, "decode gave %d (%s), expected %d", got, err, r);
+        ck_assert_ptr_null(s);
+        ck_assert_msg(strstr(err, want), "message \"%s\" lacks \"%s\"", err, want);
+}
+
+/* A stream edited by hand, its checksum made right, so that the check behind it refuses it. */
+static void refused_sealed(uint8_t *buf, size_t len, const char *want) {
+        session_state_seal(buf, len);
+        refused(buf, len, STATE_MAX_BYTES, -EBADMSG, want);
+}
+
+/* Offset of record k's header in an encoded stream. */
+static size_t record_at(const uint8_t *buf, unsigned k) {
+        size_t off = STATE_HEADER_SIZE;
+        for (unsigned i = 0; i < k; i++) {
+                uint32_t plen;
+                memcpy(&plen, buf + off + 4, 4);
+                off += STATE_RECORD_HEADER_SIZE + le32toh(plen);
+        }
+        return off;
+}
+
+static void put64(uint8_t *p, uint64_t v) {
+        v = htole64(v);
+        memcpy(p, &v, 8);
+}
+
+START_TEST(test_round_trip) {
+        _cleanup_(session_state_freep) SessionState *s = sample(), *d = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        char err[256] = "";
+        const StateNode *n;
+        size_t len;
+
+        buf = encode(s, &len);
+        ck_assert_int_eq(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err), 0);
+        ck_assert_uint_eq(session_state_session(d)->proto_minor, 38);
+        ck_assert_uint_eq(session_state_session(d)->init_flags, 0x1234567890ull);
+        ck_assert_uint_eq(session_state_session(d)->fs_flags, STATE_FS_WRITEBACK);
+        ck_assert_uint_eq(session_state_node_count(d), 4);
+        ck_assert_uint_eq(session_state_handle_count(d), 3);
+        /* parents first: d before f */
+        for (size_t i = 0, seen_d = 0; i < session_state_node_count(d); i++) {
+                n = session_state_node(d, i);
+                if (n->id == (2 << 6 | 1))
+                        seen_d = 1;
+                if (n->id == (3 << 6 | 5))
+                        ck_assert(seen_d);
+        }
+        n = session_state_find_node(d, 3 << 6 | 5);
+        ck_assert_ptr_nonnull(n);
+        ck_assert_str_eq(n->name, "f");
+        ck_assert_uint_eq(n->parent, 2 << 6 | 1);
+        ck_assert_uint_eq(n->nlookup, (3 << 6 | 5) * 3);
+        ck_assert_uint_eq(n->ino, 1000 + (3 << 6 | 5));
+        ck_assert_uint_eq(n->generation, 7);
+        ck_assert_int_eq(n->fd_slot, -1);
+        n = session_state_find_node(d, 5 << 6 | 9);
+        ck_assert_ptr_null(n->name);
+        ck_assert_uint_eq(n->parent, 0);
+        ck_assert_uint_eq(session_state_handle(d, 1)->flags, STATE_HANDLE_DIR);
+        ck_assert_uint_eq(session_state_handle(d, 1)->dir_offset, 5);
+        ck_assert_int_eq(session_state_handle(d, 0)->open_flags, 02);
+        ck_assert_ptr_null(session_state_find_node(d, 999));
+}
+END_TEST
+
+START_TEST(test_fd_slots_and_handles) {
+        _cleanup_(session_state_freep) SessionState *s = NULL, *d = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        StateSession ss = { .proto_major = 7 };
+        StateNode n = { .id = 2, .nlookup = 1, .type = S_IFREG, .fd_slot = 0, .handle_len = 8, .handle_type = 1 };
+        StateHandle h = { .fh = 9, .node = 2, .fd_slot = 1 };
+        char err[256] = "";
+        size_t len;
+
+        memcpy(n.handle, "\1\2\3\4\5\6\7\10", 8);
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(session_state_add_node(s, &n), 0);
+        ck_assert_int_eq(session_state_add_handle(s, &h), 0);
+        buf = encode(s, &len);
+        ck_assert_int_eq(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err), 0);
+        ck_assert_int_eq(session_state_node(d, 0)->fd_slot, 0);
+        ck_assert_uint_eq(session_state_node(d, 0)->handle_len, 8);
+        ck_assert_mem_eq(session_state_node(d, 0)->handle, "\1\2\3\4\5\6\7\10", 8);
+        ck_assert_int_eq(session_state_handle(d, 0)->fd_slot, 1);
+}
+END_TEST
+
+START_TEST(test_builder_refuses) {
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        StateNode n = { .id = 1, .type = S_IFREG, .fd_slot = -1 };
+        StateHandle h = { .fh = 0, .node = 2, .fd_slot = -1 };
+        uint8_t *buf = NULL;
+        char err[256] = "";
+        size_t len;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        ck_assert_int_eq(session_state_add_node(s, &n), -EINVAL); /* the root */
+        n.id = 2;
+        n.parent = 1;
+        n.name = "a/b/c"; /* a relative path is a name */
+        ck_assert_int_eq(session_state_add_node(s, &n), 0);
+        n.id = 3;
+        for (const char *const *bad = (const char *const[]) { "..", ".", "a/../b", "/a", "a/", "a//b", "a/./b", NULL };
+             *bad; bad++) {
+                n.name = (char *) *bad;
+                ck_assert_msg(session_state_add_node(s, &n) == -EINVAL, "%s taken", *bad);
+        }
+        n.name = NULL; /* a parent without a name */
+        ck_assert_int_eq(session_state_add_node(s, &n), -EINVAL);
+        ck_assert_int_eq(session_state_add_handle(s, &h), -EINVAL);
+        /* no session record: the writer refuses what the reader would */
+        ck_assert_int_eq(session_state_encode(s, &buf, &len, err, sizeof err), -EINVAL);
+        ck_assert_ptr_null(buf);
+        ck_assert_ptr_nonnull(strstr(err, "no session"));
+}
+END_TEST
+
+START_TEST(test_truncated_and_trailing) {
+        _cleanup_(session_state_freep) SessionState *s = sample();
+        _cleanup_free_ uint8_t *buf = NULL, *big = NULL;
+        size_t len;
+
+        buf = encode(s, &len);
+        refused(buf, 0, STATE_MAX_BYTES, -EBADMSG, "shorter than the 64-byte header");
+        refused(buf, 63, STATE_MAX_BYTES, -EBADMSG, "shorter than the 64-byte header");
+        for (size_t k = 64; k < len; k += 7)
+                refused(buf, k, STATE_MAX_BYTES, -EBADMSG, "truncated");
+        big = calloc(1, len + 1);
+        memcpy(big, buf, len);
+        refused(big, len + 1, STATE_MAX_BYTES, -EBADMSG, "bytes after the");
+}
+END_TEST
+
+START_TEST(test_oversized) {
+        _cleanup_(session_state_freep) SessionState *s = sample();
+        _cleanup_free_ uint8_t *buf = NULL;
+        uint64_t total;
+        char err[256];
+        size_t len;
+
+        buf = encode(s, &len);
+        refused(buf, len, len - 1, -EFBIG, "over the cap");
+        /* a header claiming more than any cap: refused before anything is read */
+        put64(buf + 16, STATE_MAX_BYTES + 1);
+        ck_assert_int_eq(session_state_peek_length(buf, 64, UINT64_MAX, &total, err, sizeof err), -EFBIG);
+        ck_assert_ptr_nonnull(strstr(err, "over the cap"));
+}
+END_TEST
+
+START_TEST(test_newer_version_and_magic) {
+        _cleanup_(session_state_freep) SessionState *s = sample();
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len;
+
+        buf = encode(s, &len);
+        buf[8] = STATE_VERSION + 1;
+        session_state_seal(buf, len);
+        refused(buf, len, STATE_MAX_BYTES, -EPROTONOSUPPORT, "format version 2");
+        buf[8] = STATE_VERSION;
+        buf[0] = 'X';
+        refused(buf, len, STATE_MAX_BYTES, -EBADMSG, "wrong magic");
+}
+END_TEST
+
+START_TEST(test_bad_checksum) {
+        _cleanup_(session_state_freep) SessionState *s = sample();
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len;
+
+        buf = encode(s, &len);
+        buf[len - 3] ^= 0x40;
+        refused(buf, len, STATE_MAX_BYTES, -EBADMSG, "checksum mismatch");
+}
+END_TEST
+
+/* Record 1 is the first node (the session is record 0). Field offsets are the header's table. */
+#define NODE_ID 8
+#define NODE_PARENT 24
+#define HANDLE_NODE 16
+
+static void patch_and_refuse(unsigned record, size_t field, uint64_t v, const char *want) {
+        _cleanup_(session_state_freep) SessionState *s = sample();
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len;
+
+        buf = encode(s, &len);
+        put64(buf + record_at(buf, record) + field, v);
+        refused_sealed(buf, len, want);
+}
+
+START_TEST(test_dangling_and_duplicates) {
+        /* encoded order: d(2<<6|1), f, g, the pathless one; then the handles (records 5..7) */
+        patch_and_refuse(2, NODE_PARENT, 77 << 6, "is not in the state");     /* f's parent */
+        patch_and_refuse(3, NODE_PARENT, 3 << 6 | 5, "is no directory");      /* g under the file f */
+        patch_and_refuse(5, HANDLE_NODE, 88 << 6, "is not in the state");     /* a handle's node */
+        patch_and_refuse(3, NODE_ID, 2 << 6 | 1, "twice");                    /* g takes d's id */
+        patch_and_refuse(6, 8, 0x101, "handle 257 twice");                    /* two handles 0x101 */
+        patch_and_refuse(1, NODE_PARENT, 2 << 6 | 1, "its own parent");       /* d in d */
+        patch_and_refuse(1, NODE_ID, 1, "the root");
+        patch_and_refuse(0, 0, 0, "unknown type 0"); /* the session record is no longer one */
+}
+END_TEST
+
+/* A loop of two directories that are each other's parent, and one hanging under the loop. */
+START_TEST(test_parent_loop) {
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        StateSession ss = {};
+        size_t len;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        add_node(s, 10, STATE_ROOT_ID, "a", S_IFDIR);
+        add_node(s, 11, 10, "b", S_IFDIR);
+        add_node(s, 12, 11, "c", S_IFREG);
+        buf = encode(s, &len);
+        /* a's parent becomes b: a -> b -> a */
+        put64(buf + record_at(buf, 1) + NODE_PARENT, 11);
+        refused_sealed(buf, len, "parents loop");
+}
+END_TEST
+
+START_TEST(test_record_framing) {
+        _cleanup_(session_state_freep) SessionState *s = sample();
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len, off;
+        uint32_t v;
+
+        buf = encode(s, &len);
+        off = record_at(buf, 1);
+        buf[off] = 99; /* type */
+        refused_sealed(buf, len, "unknown type 99");
+        buf[off] = STATE_REC_NODE;
+        v = htole32(1u << 30); /* payload length past the end */
+        memcpy(buf + off + 4, &v, 4);
+        refused_sealed(buf, len, "only");
+        v = htole32(16); /* shorter than a node */
+        memcpy(buf + off + 4, &v, 4);
+        refused_sealed(buf, len, "a node record of 16 bytes");
+}
+END_TEST
+
+START_TEST(test_bad_name_in_stream) {
+        _cleanup_(session_state_freep) SessionState *s = sample();
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len, off;
+
+        buf = encode(s, &len);
+        off = record_at(buf, 1) + STATE_RECORD_HEADER_SIZE + 80; /* d's name */
+        ck_assert_int_eq(buf[off], 'd');
+        buf[off] = '/';
+        refused_sealed(buf, len, "bad name");
+        buf[off] = '\0';
+        refused_sealed(buf, len, "bad name");
+}
+END_TEST
+
+START_TEST(test_fd_slot_twice) {
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        StateSession ss = {};
+        StateNode n = { .id = 2, .type = S_IFREG, .fd_slot = 3 };
+        StateHandle h = { .fh = 1, .node = 2, .fd_slot = 4 };
+        size_t len;
+        int32_t three = htole32(3);
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(session_state_add_node(s, &n), 0);
+        ck_assert_int_eq(session_state_add_handle(s, &h), 0);
+        buf = encode(s, &len);
+        memcpy(buf + record_at(buf, 2) + STATE_RECORD_HEADER_SIZE + 24, &three, 4);
+        refused_sealed(buf, len, "fd slot 3 used twice");
+}
+END_TEST
+
+/* The largest fd slot is a slot like any other (its index + 1 once overflowed: fuzz-state). */
+START_TEST(test_fd_slot_int_max) {
+        _cleanup_(session_state_freep) SessionState *s = NULL, *d = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        StateSession ss = {};
+        StateNode n = { .id = 2, .type = S_IFREG, .fd_slot = INT32_MAX };
+        char err[256] = "";
+        size_t len;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(session_state_add_node(s, &n), 0);
+        buf = encode(s, &len);
+        ck_assert_int_eq(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err), 0);
+        ck_assert_int_eq(session_state_node(d, 0)->fd_slot, INT32_MAX);
+}
+END_TEST
+
+/* 100,000 nodes in directories of 100 (names like a file tree's), half of them open: the state's
+ * size and the time to encode and decode it (docs/migration.md quotes the numbers). */
+START_TEST(test_hundred_thousand_nodes) {
+        _cleanup_(session_state_freep) SessionState *s = NULL, *d = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        StateSession ss = { .proto_major = 7, .proto_minor = 38 };
+        struct timespec t0, t1, t2;
+        char err[256] = "", name[32];
+        uint64_t enc_us, dec_us;
+        size_t len;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        for (uint64_t i = 0; i < 100000; i++) {
+                bool dir = i % 100 == 0;
+                uint64_t parent = dir ? STATE_ROOT_ID : 2 + (i / 100) * 100;
+                snprintf(name, sizeof name, dir ? "dir-%05" PRIu64 : "file-%05" PRIu64 ".dat", i);
+                add_node(s, 2 + i, parent, name, dir ? S_IFDIR : S_IFREG);
+                if (i % 2)
+                        add_handle(s, 1 + i, 2 + i, false);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        buf = encode(s, &len);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ck_assert_int_eq(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err), 0);
+        clock_gettime(CLOCK_MONOTONIC, &t2);
+        ck_assert_uint_eq(session_state_node_count(d), 100000);
+        enc_us = (uint64_t) ((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+        dec_us = (uint64_t) ((t2.tv_sec - t1.tv_sec) * 1000000 + (t2.tv_nsec - t1.tv_nsec) / 1000);
+        fprintf(stderr, "state of 100000 nodes and 50000 handles: %zu bytes, encode %" PRIu64 " us, decode %" PRIu64 " us\n",
+                len, enc_us, dec_us);
+        ck_assert_timing_lt(enc_us + dec_us, 2000000);
+}
+END_TEST
+
+static Suite *state_suite(void) {
+        Suite *s = suite_create("session-state");
+        TCase *tc = tcase_create("format");
+
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_round_trip);
+        tcase_add_test(tc, test_fd_slots_and_handles);
+        tcase_add_test(tc, test_builder_refuses);
+        tcase_add_test(tc, test_truncated_and_trailing);
+        tcase_add_test(tc, test_oversized);
+        tcase_add_test(tc, test_newer_version_and_magic);
+        tcase_add_test(tc, test_bad_checksum);
+        tcase_add_test(tc, test_dangling_and_duplicates);
+        tcase_add_test(tc, test_parent_loop);
+        tcase_add_test(tc, test_record_framing);
+        tcase_add_test(tc, test_bad_name_in_stream);
+        tcase_add_test(tc, test_fd_slot_twice);
+        tcase_add_test(tc, test_fd_slot_int_max);
+        tcase_add_test(tc, test_hundred_thousand_nodes);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+TEST_MAIN_SUITE(state_suite)
