@@ -299,6 +299,64 @@ START_TEST(test_lost_handles_bounded) {
 }
 END_TEST
 
+/* Node ids and fhs are never issued twice (inode-map.h, handle-map.h). A hostile stream restoring
+ * node UINT64_MAX and fh UINT64_MAX set their shard's next sequence number to 2^58, whose shift
+ * wraps: the next new node and the next handle of that shard were given ids from the start again,
+ * and one that a restored node or handle had was replaced in the table (the restored one leaked
+ * with its fd; the guest's old fh now read the newly opened file). Such ids are refused, or, if
+ * loaded, new ones never meet them. */
+START_TEST(test_ids_never_reused) {
+        _cleanup_(passthrough_freep) Passthrough *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        StateSession ss = {};
+        StateNode a = { .id = 1 << 6 | 63, .nlookup = 1, .type = S_IFREG, .fd_slot = -1, .parent = 1, .name = "a" };
+        StateNode x = { .id = UINT64_MAX, .nlookup = 1, .type = S_IFREG, .fd_slot = -1, .parent = 1, .name = "x" };
+        StateHandle ha = { .fh = 1 << 6 | 63, .node = a.id, .open_flags = O_RDONLY, .fd_slot = -1 };
+        StateHandle hx = { .fh = UINT64_MAX, .node = a.id, .open_flags = O_RDONLY, .fd_slot = -1 };
+        PtStateOptions o = {};
+        PtStateReport rep;
+        char buf[8] = "", name[16];
+        struct iovec iov = { buf, 1 };
+        unsigned in_shard = 0;
+        int r;
+
+        put("a", "A");
+        put("x", "X");
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(session_state_add_node(s, &a), 0);
+        ck_assert_int_eq(session_state_add_handle(s, &ha), 0);
+        r = session_state_add_node(s, &x);
+        if (r == 0)
+                r = session_state_add_handle(s, &hx);
+        if (r < 0) { /* refused, as the decoder refuses it */
+                ck_assert_int_eq(r, -EINVAL);
+                return;
+        }
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, NULL, 0, &rep), 0);
+        /* New nodes until three landed in shard 63 (the shard picks by inode key). */
+        for (unsigned k = 0; k < 2000 && in_shard < 3; k++) {
+                FsEntry e;
+                uint64_t fh;
+
+                snprintf(name, sizeof name, "n%u", k);
+                put(name, "N");
+                ck_assert_int_eq(ops->lookup(b, &root_ctx, 1, name, &e), 0);
+                ck_assert_msg(e.nodeid != a.id && e.nodeid != x.id, "a new node got the restored id %" PRIu64, e.nodeid);
+                if ((e.nodeid & 63) != 63)
+                        continue;
+                in_shard++;
+                ck_assert_int_eq(ops->open(b, &root_ctx, e.nodeid, O_RDONLY, false, &fh), 0);
+                ck_assert_msg(fh != ha.fh && fh != hx.fh, "a new handle got the restored fh %" PRIu64, fh);
+        }
+        ck_assert_uint_eq(in_shard, 3);
+        /* The restored handle still reads its own file. */
+        ck_assert_int_eq(ops->read(b, &root_ctx, a.id, ha.fh, 0, &iov, 1), 1);
+        ck_assert_str_eq(buf, "A");
+}
+END_TEST
+
 static Suite *pt_state_suite(void) {
         Suite *s = suite_create("passthrough-state");
         TCase *tc = tcase_create("state");
@@ -310,6 +368,7 @@ static Suite *pt_state_suite(void) {
         tcase_add_test(tc, test_hand_over_fds);
         tcase_add_test(tc, test_duplicate_load_refused);
         tcase_add_test(tc, test_lost_handles_bounded);
+        tcase_add_test(tc, test_ids_never_reused);
         tcase_add_root_test(tc, test_hundred_thousand_nodes);
         suite_add_tcase(s, tc);
         return s;
