@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -357,6 +358,65 @@ START_TEST(test_ids_never_reused) {
 }
 END_TEST
 
+/* What a hostile stream names (docs/security.md "Live migration"): a path through a symlink to a
+ * directory outside the share, a FIFO and a character device with handles. Nothing outside is
+ * located, neither special file is opened (a FIFO opened for reading would block the load), with
+ * abort the load fails, with guest-error the nodes and handles answer EIO and EBADF. */
+START_TEST(test_hostile_names) {
+        _cleanup_(passthrough_freep) Passthrough *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        char out[] = "/tmp/test-pt-state-out-XXXXXX", path[512], cmd[64], buf[8];
+        struct iovec iov = { buf, sizeof buf };
+        StateSession ss = {};
+        StateNode n[] = {
+                { .id = 2 << 6 | 1, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFREG, .fd_slot = -1, .name = (char *) "sym/secret" },
+                { .id = 3 << 6 | 1, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFIFO, .fd_slot = -1, .name = (char *) "fifo" },
+                { .id = 4 << 6 | 1, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFCHR, .fd_slot = -1, .name = (char *) "null" },
+        };
+        StateHandle hs[] = {
+                { .fh = 2 << 6 | 1, .node = n[0].id, .open_flags = O_RDONLY, .fd_slot = -1 },
+                { .fh = 3 << 6 | 1, .node = n[1].id, .open_flags = O_RDONLY, .fd_slot = -1 },
+                { .fh = 4 << 6 | 1, .node = n[2].id, .open_flags = O_RDWR, .fd_slot = -1 },
+        };
+        PtStateOptions abort_o = {}, guest_o = { .guest_error = true };
+        PtStateReport rep;
+        FILE *f;
+
+        ck_assert_ptr_nonnull(mkdtemp(out));
+        snprintf(path, sizeof path, "%s/secret", out);
+        ck_assert_ptr_nonnull(f = fopen(path, "w"));
+        fputs("SECRET", f);
+        fclose(f);
+        snprintf(path, sizeof path, "%s/sym", dir);
+        ck_assert_int_eq(symlink(out, path), 0);
+        snprintf(path, sizeof path, "%s/fifo", dir);
+        ck_assert_int_eq(mkfifo(path, 0644), 0);
+        snprintf(path, sizeof path, "%s/null", dir);
+        ck_assert_int_eq(mknod(path, S_IFCHR | 0666, makedev(1, 3)), 0);
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        for (size_t k = 0; k < ELEMENTSOF(n); k++)
+                ck_assert_int_eq(session_state_add_node(s, &n[k]), 0);
+        for (size_t k = 0; k < ELEMENTSOF(hs); k++)
+                ck_assert_int_eq(session_state_add_handle(s, &hs[k]), 0);
+
+        b = open_share();
+        ck_assert_int_lt(passthrough_state_load(b, &abort_o, s, NULL, 0, &rep), 0);
+        b = passthrough_free(b);
+
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &guest_o, s, NULL, 0, &rep), 0);
+        ck_assert_uint_eq(rep.nodes_lost, 1); /* the path through the symlink */
+        ck_assert_uint_eq(rep.handles_lost, 3);
+        ck_assert_int_eq(ops->getattr(b, &root_ctx, n[0].id, FS_NO_FH, &(struct stat) {}), -EIO);
+        for (size_t k = 0; k < ELEMENTSOF(hs); k++)
+                ck_assert_int_eq(ops->read(b, &root_ctx, hs[k].node, hs[k].fh, 0, &iov, 1), -EBADF);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", out);
+        ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *pt_state_suite(void) {
         Suite *s = suite_create("passthrough-state");
         TCase *tc = tcase_create("state");
@@ -369,6 +429,7 @@ static Suite *pt_state_suite(void) {
         tcase_add_test(tc, test_duplicate_load_refused);
         tcase_add_test(tc, test_lost_handles_bounded);
         tcase_add_test(tc, test_ids_never_reused);
+        tcase_add_root_test(tc, test_hostile_names);
         tcase_add_root_test(tc, test_hundred_thousand_nodes);
         suite_add_tcase(s, tc);
         return s;
