@@ -263,14 +263,23 @@ START_TEST(test_hundred_thousand_nodes) {
 }
 END_TEST
 
+/* A state with its session record and nothing else, for a hostile stream built by hand. */
+static SessionState *bare_state(void) {
+        StateSession ss = {};
+        SessionState *s;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        return s;
+}
+
 /* A hostile stream with --migration-on-error=guest-error: handles on a node that is not found are
  * kept without an fd (EBADF to the guest), so the fd budget did not count them. Each is a Handle
  * in the map: four million of them (STATE_MAX_HANDLES, a 200 MB stream) held about a gigabyte. A
  * guest cannot hold more handles than the fd budget allows; neither may a stream. */
 START_TEST(test_lost_handles_bounded) {
         _cleanup_(passthrough_freep) Passthrough *b = NULL;
-        _cleanup_(session_state_freep) SessionState *s = NULL;
-        StateSession ss = {};
+        _cleanup_(session_state_freep) SessionState *s = bare_state();
         StateNode n = { .id = 5 << 6 | 3, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFREG, .fd_slot = -1,
                         .name = (char *) "absent" };
         PtStateOptions o = { .guest_error = true };
@@ -279,8 +288,6 @@ START_TEST(test_lost_handles_bounded) {
         struct mallinfo2 m0, m1;
         int r;
 
-        ck_assert_int_eq(session_state_new(&s), 0);
-        session_state_set_session(s, &ss);
         ck_assert_int_eq(session_state_add_node(s, &n), 0);
         for (uint64_t k = 0; k < 200000; k++) {
                 StateHandle h = { .fh = (k + 1) << 6 | 3, .node = n.id, .open_flags = O_RDONLY, .fd_slot = -1 };
@@ -308,8 +315,7 @@ END_TEST
  * loaded, new ones never meet them. */
 START_TEST(test_ids_never_reused) {
         _cleanup_(passthrough_freep) Passthrough *b = NULL;
-        _cleanup_(session_state_freep) SessionState *s = NULL;
-        StateSession ss = {};
+        _cleanup_(session_state_freep) SessionState *s = bare_state();
         StateNode a = { .id = 1 << 6 | 63, .nlookup = 1, .type = S_IFREG, .fd_slot = -1, .parent = 1, .name = "a" };
         StateNode x = { .id = UINT64_MAX, .nlookup = 1, .type = S_IFREG, .fd_slot = -1, .parent = 1, .name = "x" };
         StateHandle ha = { .fh = 1 << 6 | 63, .node = a.id, .open_flags = O_RDONLY, .fd_slot = -1 };
@@ -323,8 +329,6 @@ START_TEST(test_ids_never_reused) {
 
         put("a", "A");
         put("x", "X");
-        ck_assert_int_eq(session_state_new(&s), 0);
-        session_state_set_session(s, &ss);
         ck_assert_int_eq(session_state_add_node(s, &a), 0);
         ck_assert_int_eq(session_state_add_handle(s, &ha), 0);
         r = session_state_add_node(s, &x);
@@ -364,10 +368,9 @@ END_TEST
  * abort the load fails, with guest-error the nodes and handles answer EIO and EBADF. */
 START_TEST(test_hostile_names) {
         _cleanup_(passthrough_freep) Passthrough *b = NULL;
-        _cleanup_(session_state_freep) SessionState *s = NULL;
+        _cleanup_(session_state_freep) SessionState *s = bare_state();
         char out[] = "/tmp/test-pt-state-out-XXXXXX", path[512], cmd[64], buf[8];
         struct iovec iov = { buf, sizeof buf };
-        StateSession ss = {};
         StateNode n[] = {
                 { .id = 2 << 6 | 1, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFREG, .fd_slot = -1, .name = (char *) "sym/secret" },
                 { .id = 3 << 6 | 1, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFIFO, .fd_slot = -1, .name = (char *) "fifo" },
@@ -394,8 +397,6 @@ START_TEST(test_hostile_names) {
         snprintf(path, sizeof path, "%s/null", dir);
         ck_assert_int_eq(mknod(path, S_IFCHR | 0666, makedev(1, 3)), 0);
 
-        ck_assert_int_eq(session_state_new(&s), 0);
-        session_state_set_session(s, &ss);
         for (size_t k = 0; k < ELEMENTSOF(n); k++)
                 ck_assert_int_eq(session_state_add_node(s, &n[k]), 0);
         for (size_t k = 0; k < ELEMENTSOF(hs); k++)
