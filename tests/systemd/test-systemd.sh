@@ -247,10 +247,14 @@ wait_state() {
         return 1
 }
 
-# Prints the journal of the matches given ($@, journalctl matches or -u UNIT) once a line matching
-# the extended regex $1 is in it, waiting up to 15 s: journald reads a unit's stderr
-# asynchronously, so the message of a process that has exited can reach the journal after
-# systemctl start has returned. Prints what is there and returns 1 when the line never comes.
+# Prints the journal of the matches given ($@, journalctl matches) once a line matching the
+# extended regex $1 is in it, waiting up to 15 s: journald reads a unit's stderr asynchronously,
+# so the message of a process that has exited can reach the journal after systemctl start has
+# returned. Match on SYSLOG_IDENTIFIER=vufsd (the stream's own header) and a pattern naming the
+# instance, not on the unit: journald takes _SYSTEMD_UNIT and _SYSTEMD_USER_UNIT from the
+# writer's cgroup, which it cannot read once a process that failed at start is gone (seen: the
+# user unit's line in the journal without _SYSTEMD_USER_UNIT). Prints what is there and returns
+# 1 when the line never comes.
 journal_wait() {
         local pattern=$1 out i
         shift
@@ -410,7 +414,7 @@ sleep 1
 [ "$(prop vufsd@bad.service ExecMainStatus)" = 78 ] || fail "bad: exit status $(prop vufsd@bad.service ExecMainStatus)"
 [ "$(prop vufsd@bad.service NRestarts)" = 0 ] || fail "bad: restarted $(prop vufsd@bad.service NRestarts) times"
 [ "$(prop vufsd@bad.service StatusErrno)" = 22 ] || fail "bad: StatusErrno=$(prop vufsd@bad.service StatusErrno)"
-journal=$(journal_wait '/etc/vufsd/bad\.conf: \[Share\] Cache=sometimes: unknown cache policy' -u vufsd@bad.service) ||
+journal=$(journal_wait '/etc/vufsd/bad\.conf: \[Share\] Cache=sometimes: unknown cache policy' SYSLOG_IDENTIFIER=vufsd) ||
         { echo "$journal" >&2; fail "bad: the journal does not explain the error"; }
 pass "broken config: unit failed once (exit 78, ERRNO 22, no restart); journal: $(echo "$journal" | grep bad.conf | head -n 1)"
 
@@ -418,7 +422,7 @@ ns systemctl start vufsd@nocfg.service 2> /dev/null && fail "vufsd@nocfg.service
 sleep 1
 [ "$(prop vufsd@nocfg.service ExecMainStatus)" = 78 ] || fail "nocfg: exit status $(prop vufsd@nocfg.service ExecMainStatus)"
 journal=$(journal_wait 'no shared directory: set \[Share\] Directory= in /etc/vufsd/nocfg\.conf, which does not exist' \
-        -u vufsd@nocfg.service) || { echo "$journal" >&2; fail "nocfg: the journal does not explain the error"; }
+        SYSLOG_IDENTIFIER=vufsd) || { echo "$journal" >&2; fail "nocfg: the journal does not explain the error"; }
 pass "missing config: unit failed with: $(echo "$journal" | grep 'no shared directory' | head -n 1)"
 ns systemctl stop vufsd@bad.socket vufsd@nocfg.socket
 ns systemctl reset-failed
@@ -535,7 +539,7 @@ sleep 1
 [ "$(uprop vufsd@sysonly.service ExecMainStatus)" = 78 ] || fail "user sysonly: exit status $(uprop vufsd@sysonly.service ExecMainStatus)"
 [ "$(uprop vufsd@sysonly.service NRestarts)" = 0 ] || fail "user sysonly: restarted $(uprop vufsd@sysonly.service NRestarts) times"
 journal=$(journal_wait "cannot use configuration file /home/$uname/\.config/vufsd/sysonly\.conf: No such file or directory" \
-        _SYSTEMD_USER_UNIT=vufsd@sysonly.service) ||
+        SYSLOG_IDENTIFIER=vufsd) ||
         { echo "$journal" >&2; fail "user sysonly: the journal does not name the missing ~/.config file"; }
 as_user systemctl --user stop vufsd@sysonly.socket
 pass "user form without ~/.config/vufsd/sysonly.conf: failed once (exit 78), /etc/vufsd/sysonly.conf not used ($(since "$t")s for the user checks)"
