@@ -34,7 +34,7 @@ typedef struct Handle {
          * serialises each non-blocking flock() with the update, so two queues flocking through one
          * handle record what the kernel did last; never held across a wait. */
         pthread_mutex_t flock_lock;
-        short flock_type;
+        _Atomic short flock_type; /* written under flock_lock, read without it */
         /* In-flight users + 1 while in the map. Atomic: only finding a handle by fh takes the shard
          * lock, dropping it takes none. */
         _Atomic uint64_t refs;

@@ -269,12 +269,7 @@ int plock_foreach(Inode *i, int (*fn)(uint64_t owner, uint64_t fh, int fd, const
 }
 
 short handle_flock_type(Handle *h) {
-        short t;
-
-        pthread_mutex_lock(&h->flock_lock);
-        t = h->flock_type;
-        pthread_mutex_unlock(&h->flock_lock);
-        return t;
+        return atomic_load(&h->flock_type);
 }
 
 int plock_restore(Passthrough *p, Handle *h, uint64_t owner, int fd, uint64_t start, uint64_t end, short type) {

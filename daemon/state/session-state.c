@@ -163,22 +163,24 @@ int session_state_add_node(SessionState *s, const StateNode *n) {
         return 0;
 }
 
+/* One record more in a, at most cap: -E2BIG past it. */
+static int append_record(GArray *a, const void *x, guint cap) {
+        if (a->len >= cap)
+                return -E2BIG;
+        g_array_append_vals(a, x, 1);
+        return 0;
+}
+
 int session_state_add_handle(SessionState *s, const StateHandle *h) {
         if (state_check_handle(h, NULL, 0) < 0)
                 return -EINVAL;
-        if (s->handles->len >= STATE_MAX_HANDLES)
-                return -E2BIG;
-        g_array_append_val(s->handles, *h);
-        return 0;
+        return append_record(s->handles, h, STATE_MAX_HANDLES);
 }
 
 int session_state_add_lock(SessionState *s, const StateLock *l) {
         if (state_check_lock(l, NULL, 0) < 0)
                 return -EINVAL;
-        if (s->locks->len >= STATE_MAX_LOCKS)
-                return -E2BIG;
-        g_array_append_val(s->locks, *l);
-        return 0;
+        return append_record(s->locks, l, STATE_MAX_LOCKS);
 }
 
 size_t session_state_lock_count(const SessionState *s) {

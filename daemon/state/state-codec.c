@@ -282,13 +282,22 @@ static int read_node(SessionState *s, Reader *r, uint32_t len, char *err, size_t
         return 0;
 }
 
+/* A fixed-size record of what ("handle", "lock") of len bytes (want expected), the have + 1st of at
+ * most cap. */
+static int fixed_record(const char *what, uint32_t len, uint32_t want, guint have, guint cap, char *err, size_t errlen) {
+        if (len != want)
+                return state_error(err, errlen, -EBADMSG, "a %s record of %u bytes", what, len);
+        if (have >= cap)
+                return state_error(err, errlen, -EFBIG, "more than %u %ss", cap, what);
+        return 0;
+}
+
 static int read_handle(SessionState *s, Reader *r, uint32_t len, char *err, size_t errlen) {
         StateHandle h = {};
+        int ret = fixed_record("handle", len, HANDLE_PAYLOAD, s->handles->len, STATE_MAX_HANDLES, err, errlen);
 
-        if (len != HANDLE_PAYLOAD)
-                return state_error(err, errlen, -EBADMSG, "a handle record of %u bytes", len);
-        if (s->handles->len >= STATE_MAX_HANDLES)
-                return state_error(err, errlen, -EFBIG, "more than %u handles", STATE_MAX_HANDLES);
+        if (ret < 0)
+                return ret;
         h.fh = get_u64(r);
         h.node = get_u64(r);
         h.open_flags = (int32_t) get_u32(r);
@@ -307,12 +316,10 @@ static int read_handle(SessionState *s, Reader *r, uint32_t len, char *err, size
 
 static int read_lock(SessionState *s, Reader *r, uint32_t len, char *err, size_t errlen) {
         StateLock l = {};
-        int ret;
+        int ret = fixed_record("lock", len, LOCK_PAYLOAD, s->locks->len, STATE_MAX_LOCKS, err, errlen);
 
-        if (len != LOCK_PAYLOAD)
-                return state_error(err, errlen, -EBADMSG, "a lock record of %u bytes", len);
-        if (s->locks->len >= STATE_MAX_LOCKS)
-                return state_error(err, errlen, -EFBIG, "more than %u locks", STATE_MAX_LOCKS);
+        if (ret < 0)
+                return ret;
         l.owner = get_u64(r);
         l.node = get_u64(r);
         l.fh = get_u64(r);

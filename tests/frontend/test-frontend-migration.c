@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "host-locks.h"
 #include "test-main.h"
 #include "util.h"
 
@@ -429,28 +429,15 @@ typedef struct LockLoad {
         uint64_t fh_posix, fh_ofd, fh_flock;
 } LockLoad;
 
-/* A host process's view of name through an OFD of its own: the type of the lock that keeps it from
- * write-locking [start, start + len) (len 0: to the end), F_UNLCK when nothing does. */
+/* The host's view of the share's file name (host-locks.h). */
 static short host_probe(FeHarness *h, const char *name, off_t start, off_t len) {
         _cleanup_free_ char *p = in_share(h, name);
-        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = start, .l_len = len };
-        int fd = open(p, O_RDWR | O_CLOEXEC);
-
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(fcntl(fd, F_OFD_GETLK, &fl), 0);
-        close(fd);
-        return fl.l_type;
+        return test_host_lock_type(p, start, len);
 }
 
-/* Whether a host process could flock(LOCK_EX) name now. */
 static bool host_flock_free(FeHarness *h, const char *name) {
         _cleanup_free_ char *p = in_share(h, name);
-        int fd = open(p, O_RDONLY | O_CLOEXEC), r;
-
-        ck_assert_int_ge(fd, 0);
-        r = flock(fd, LOCK_EX | LOCK_NB);
-        close(fd);
-        return r == 0;
+        return test_host_flock_free(p);
 }
 
 /* The source's session ends with its frontend (as the source QEMU quits after a migration), and

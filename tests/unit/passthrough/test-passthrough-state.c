@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -19,6 +18,7 @@
 #include "passthrough-state.h"
 #include "passthrough.h"
 #include "session-state.h"
+#include "host-locks.h"
 #include "test-main.h"
 
 TEST_TEMP_DIR_FIXTURE(dir, "/tmp/test-pt-state-XXXXXX")
@@ -141,6 +141,18 @@ START_TEST(test_fd_slots) {
 }
 END_TEST
 
+/* What a process handing its session over sends: the state of a, with its fds in *fds. */
+static SessionState *save_hand_over(Passthrough *a, PtStateFds *fds, PtStateReport *rep) {
+        PtStateOptions o = {};
+        StateSession ss = {};
+        SessionState *s;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(passthrough_state_save_fds(a, &o, s, fds, rep), 0);
+        return s;
+}
+
 /* The sending half of a hand-over: the fds of every node and open file go beside the stream, and
  * the receiver finds through them a file whose name is gone. */
 START_TEST(test_hand_over_fds) {
@@ -149,7 +161,6 @@ START_TEST(test_hand_over_fds) {
         PtStateOptions o = {};
         PtStateReport rep;
         PtStateFds fds = {};
-        StateSession ss = {};
         FsEntry f;
         uint64_t fh;
         char path[256], buf[8] = "";
@@ -159,9 +170,7 @@ START_TEST(test_hand_over_fds) {
         a = open_share();
         ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, "moving", &f), 0);
         ck_assert_int_eq(ops->open(a, &root_ctx, f.nodeid, O_RDONLY, false, &fh), 0);
-        ck_assert_int_eq(session_state_new(&s), 0);
-        session_state_set_session(s, &ss);
-        ck_assert_int_eq(passthrough_state_save_fds(a, &o, s, &fds, &rep), 0);
+        s = save_hand_over(a, &fds, &rep);
         ck_assert_uint_eq(fds.n, 2); /* the node's O_PATH fd and the open file */
         ck_assert_int_eq(session_state_find_node(s, f.nodeid)->fd_slot, 0);
         a = passthrough_free(a);
@@ -177,31 +186,19 @@ START_TEST(test_hand_over_fds) {
 }
 END_TEST
 
-/* A host process's view of rel: the type of the lock that keeps it from write-locking [start,
- * start + len) (len 0: to the end), F_UNLCK when none does. */
+/* The host's view of the share's file rel (host-locks.h). */
 static short host_probe(const char *rel, off_t start, off_t len) {
-        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = start, .l_len = len };
         char path[256];
-        int fd;
 
         snprintf(path, sizeof path, "%s/%s", dir, rel);
-        fd = open(path, O_RDWR | O_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(fcntl(fd, F_OFD_GETLK, &fl), 0);
-        close(fd);
-        return fl.l_type;
+        return test_host_lock_type(path, start, len);
 }
 
 static bool host_flock_free(const char *rel) {
         char path[256];
-        int fd, r;
 
         snprintf(path, sizeof path, "%s/%s", dir, rel);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        r = flock(fd, LOCK_EX | LOCK_NB);
-        close(fd);
-        return r == 0;
+        return test_host_flock_free(path);
 }
 
 /* A hand-over carries the guest's locks in the open file descriptions themselves: the POSIX lock
@@ -212,9 +209,8 @@ START_TEST(test_hand_over_locks) {
         _cleanup_(passthrough_freep) Passthrough *a = NULL, *b = NULL;
         _cleanup_(session_state_freep) SessionState *s = NULL;
         PtStateOptions o = {};
-        PtStateReport rep;
         PtStateFds fds = {};
-        StateSession ss = {};
+        PtStateReport rep;
         FsLock w = { .start = 0, .end = 99, .type = F_WRLCK }, fl = { .start = 0, .end = INT64_MAX, .type = F_RDLCK };
         FsLock probe = { .start = 0, .end = 99, .type = F_WRLCK };
         FsLock un = { .start = 0, .end = INT64_MAX, .type = F_UNLCK };
@@ -228,9 +224,7 @@ START_TEST(test_hand_over_locks) {
         ck_assert_int_eq(ops->open(a, &root_ctx, f.nodeid, O_RDWR, false, &fh), 0);
         ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x77, &w, false, false), 0);
         ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x88, &fl, true, false), 0);
-        ck_assert_int_eq(session_state_new(&s), 0);
-        session_state_set_session(s, &ss);
-        ck_assert_int_eq(passthrough_state_save_fds(a, &o, s, &fds, &rep), 0);
+        s = save_hand_over(a, &fds, &rep);
         ck_assert_uint_eq(rep.locks, 2);
         ck_assert_uint_eq(fds.n, 3); /* the node's O_PATH fd, the open file, the lock owner's OFD */
         ck_assert_uint_eq(session_state_lock_count(s), 2);

@@ -86,15 +86,23 @@ static void put64(uint8_t *p, uint64_t v) {
         memcpy(p, &v, 8);
 }
 
-START_TEST(test_round_trip) {
-        _cleanup_(session_state_freep) SessionState *s = sample(), *d = NULL;
+/* s (freed) encoded and decoded again. */
+static SessionState *round_trip(SessionState *s) {
         _cleanup_free_ uint8_t *buf = NULL;
+        SessionState *d = NULL;
         char err[256] = "";
-        const StateNode *n;
         size_t len;
 
         buf = encode(s, &len);
-        ck_assert_int_eq(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err), 0);
+        session_state_free(s);
+        ck_assert_msg(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err) == 0, "decode: %s", err);
+        return d;
+}
+
+START_TEST(test_round_trip) {
+        _cleanup_(session_state_freep) SessionState *d = round_trip(sample());
+        const StateNode *n;
+
         ck_assert_uint_eq(session_state_session(d)->proto_minor, 38);
         ck_assert_uint_eq(session_state_session(d)->init_flags, 0x1234567890ull);
         ck_assert_uint_eq(session_state_session(d)->fs_flags, STATE_FS_WRITEBACK);
@@ -376,25 +384,20 @@ static SessionState *sample_locks(void) {
         return s;
 }
 
-#define LOCK_OWNER 0
-#define LOCK_NODE 8
-#define LOCK_FH 16
-#define LOCK_START 24
-#define LOCK_END 32
-#define LOCK_KIND 40
-#define LOCK_TYPE 44
-#define LOCK_SLOT 48
-#define LOCK_RESERVED 52
+#define LOCK_OWNER (STATE_RECORD_HEADER_SIZE + 0)
+#define LOCK_NODE (STATE_RECORD_HEADER_SIZE + 8)
+#define LOCK_FH (STATE_RECORD_HEADER_SIZE + 16)
+#define LOCK_START (STATE_RECORD_HEADER_SIZE + 24)
+#define LOCK_END (STATE_RECORD_HEADER_SIZE + 32)
+#define LOCK_KIND (STATE_RECORD_HEADER_SIZE + 40)
+#define LOCK_TYPE (STATE_RECORD_HEADER_SIZE + 44)
+#define LOCK_SLOT (STATE_RECORD_HEADER_SIZE + 48)
+#define LOCK_RESERVED (STATE_RECORD_HEADER_SIZE + 52)
 
 START_TEST(test_locks_round_trip) {
-        _cleanup_(session_state_freep) SessionState *s = sample_locks(), *d = NULL;
-        _cleanup_free_ uint8_t *buf = NULL;
-        char err[256] = "";
+        _cleanup_(session_state_freep) SessionState *d = round_trip(sample_locks());
         const StateLock *l;
-        size_t len;
 
-        buf = encode(s, &len);
-        ck_assert_msg(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err) == 0, "%s", err);
         ck_assert_uint_eq(session_state_lock_count(d), 3);
         l = session_state_lock(d, 0);
         ck_assert_uint_eq(l->owner, 0x77);
@@ -413,16 +416,16 @@ START_TEST(test_locks_round_trip) {
 }
 END_TEST
 
-/* Lock k (record 8 + k) of sample_locks() with a field changed: refused with want. */
-static void lock_patch_refused(unsigned k, size_t field, uint64_t v, bool wide, const char *want) {
+/* Record rec of sample_locks() (the locks are 8, 9 and 10) with the field at byte field of the record
+ * (its header included) changed: refused with want. */
+static void lock_patch_refused(unsigned rec, size_t field, uint64_t v, bool wide, const char *want) {
         _cleanup_(session_state_freep) SessionState *s = sample_locks();
         _cleanup_free_ uint8_t *buf = NULL;
         size_t len, off;
         uint32_t v32 = htole32((uint32_t) v);
 
         buf = encode(s, &len);
-        off = record_at(buf, 8 + k) + STATE_RECORD_HEADER_SIZE + field;
-        ck_assert_uint_eq(buf[record_at(buf, 8 + k)], STATE_REC_LOCK);
+        off = record_at(buf, rec) + field;
         if (wide)
                 put64(buf + off, v);
         else
@@ -430,45 +433,34 @@ static void lock_patch_refused(unsigned k, size_t field, uint64_t v, bool wide, 
         refused_sealed(buf, len, want);
 }
 
-START_TEST(test_lock_unknown_node) {
-        lock_patch_refused(0, LOCK_NODE, 99 << 6, true, "a lock on node 6336, which is not in the state");
-}
-END_TEST
+/* One refusal a case: which record, which field, the value, whether it is a u64. */
+static const struct {
+        unsigned rec;
+        size_t field;
+        uint64_t v;
+        bool wide;
+        const char *want;
+} lock_refusals[] = {
+        { 8, LOCK_NODE, 99 << 6, true, "a lock on node 6336, which is not in the state" },
+        { 8, LOCK_FH, 0x999, true, "handle 2457, which is not in the state" },
+        { 9, LOCK_FH, 0x202, true, "through handle 514 of node 129" },
+        { 8, LOCK_TYPE, 3, false, "bad type 3" },
+        { 8, LOCK_TYPE, 0, false, "bad type 0" },
+        { 8, LOCK_KIND, 7, false, "unknown kind 7" },
+        { 9, LOCK_START, 30, true, "start 30 > end 29" },
+        { 9, LOCK_END, STATE_LOCK_END_MAX + 1, true, "past the largest offset" },
+        { 10, LOCK_START, 5, true, "not the whole file" },
+        { 10, LOCK_SLOT, 3, false, "not the whole file" },
+        { 9, LOCK_SLOT, 5, false, "with two fd slots" },
+        { 9, LOCK_START, 9, true, "ranges overlap at 9" },
+        { 8, LOCK_RESERVED, 1, false, "reserved field set" },
+        { 5, STATE_RECORD_HEADER_SIZE + 24, 0, false, "fd slot 0 used twice" }, /* a handle takes the owner's slot */
+        { 8, 4, 48, false, "a lock record of 48 bytes" }, /* its payload length */
+};
 
-START_TEST(test_lock_unknown_handle) {
-        lock_patch_refused(0, LOCK_FH, 0x999, true, "handle 2457, which is not in the state");
-}
-END_TEST
-
-START_TEST(test_lock_handle_of_another_node) {
-        lock_patch_refused(1, LOCK_FH, 0x202, true, "through handle 514 of node 129");
-}
-END_TEST
-
-START_TEST(test_lock_bad_type) {
-        lock_patch_refused(0, LOCK_TYPE, 3, false, "bad type 3");
-        lock_patch_refused(0, LOCK_TYPE, 0, false, "bad type 0");
-}
-END_TEST
-
-START_TEST(test_lock_bad_kind) {
-        lock_patch_refused(0, LOCK_KIND, 7, false, "unknown kind 7");
-}
-END_TEST
-
-START_TEST(test_lock_start_after_end) {
-        lock_patch_refused(1, LOCK_START, 30, true, "start 30 > end 29");
-}
-END_TEST
-
-START_TEST(test_lock_end_past_max) {
-        lock_patch_refused(1, LOCK_END, STATE_LOCK_END_MAX + 1, true, "past the largest offset");
-}
-END_TEST
-
-START_TEST(test_lock_flock_not_whole) {
-        lock_patch_refused(2, LOCK_START, 5, true, "not the whole file");
-        lock_patch_refused(2, LOCK_SLOT, 3, false, "not the whole file");
+START_TEST(test_lock_refused) {
+        lock_patch_refused(lock_refusals[_i].rec, lock_refusals[_i].field, lock_refusals[_i].v, lock_refusals[_i].wide,
+                           lock_refusals[_i].want);
 }
 END_TEST
 
@@ -480,7 +472,7 @@ START_TEST(test_lock_flock_twice) {
         uint32_t flock_kind = htole32(STATE_LOCK_FLOCK);
 
         buf = encode(s, &len);
-        off = record_at(buf, 9) + STATE_RECORD_HEADER_SIZE;
+        off = record_at(buf, 9);
         memcpy(buf + off + LOCK_KIND, &flock_kind, 4);
         put64(buf + off + LOCK_START, 0);
         put64(buf + off + LOCK_END, STATE_LOCK_END_MAX);
@@ -498,45 +490,8 @@ START_TEST(test_lock_owner_two_handles) {
         buf = encode(s, &len);
         /* records: the session, 4 nodes, 4 handles, then the locks (9..12): the new one's owner
          * becomes 0x77, whose other ranges go through 0x101 */
-        put64(buf + record_at(buf, 12) + STATE_RECORD_HEADER_SIZE + LOCK_OWNER, 0x77);
+        put64(buf + record_at(buf, 12) + LOCK_OWNER, 0x77);
         refused_sealed(buf, len, "lock owner 77 on node 197 through two handles");
-}
-END_TEST
-
-START_TEST(test_lock_owner_two_slots) {
-        lock_patch_refused(1, LOCK_SLOT, 5, false, "with two fd slots");
-}
-END_TEST
-
-START_TEST(test_lock_slot_used_twice) {
-        /* the lock's slot 0 given to a handle too */
-        _cleanup_(session_state_freep) SessionState *s = sample_locks();
-        _cleanup_free_ uint8_t *buf = NULL;
-        size_t len;
-        int32_t zero = 0;
-
-        buf = encode(s, &len);
-        memcpy(buf + record_at(buf, 5) + STATE_RECORD_HEADER_SIZE + 24, &zero, 4);
-        refused_sealed(buf, len, "fd slot 0 used twice");
-}
-END_TEST
-
-START_TEST(test_lock_ranges_overlap) {
-        lock_patch_refused(1, LOCK_START, 9, true, "ranges overlap at 9");
-}
-END_TEST
-
-START_TEST(test_lock_framing) {
-        _cleanup_(session_state_freep) SessionState *s = sample_locks();
-        _cleanup_free_ uint8_t *buf = NULL;
-        size_t len, off;
-        uint32_t v = htole32(48);
-
-        lock_patch_refused(0, LOCK_RESERVED, 1, false, "reserved field set");
-        buf = encode(s, &len);
-        off = record_at(buf, 8);
-        memcpy(buf + off + 4, &v, 4); /* shorter than a lock: the rest of the stream shifts */
-        refused_sealed(buf, len, "a lock record of 48 bytes");
 }
 END_TEST
 
@@ -624,20 +579,9 @@ static Suite *state_suite(void) {
         tcase_add_test(tc, test_fd_slot_twice);
         tcase_add_test(tc, test_fd_slot_int_max);
         tcase_add_test(tc, test_locks_round_trip);
-        tcase_add_test(tc, test_lock_unknown_node);
-        tcase_add_test(tc, test_lock_unknown_handle);
-        tcase_add_test(tc, test_lock_handle_of_another_node);
-        tcase_add_test(tc, test_lock_bad_type);
-        tcase_add_test(tc, test_lock_bad_kind);
-        tcase_add_test(tc, test_lock_start_after_end);
-        tcase_add_test(tc, test_lock_end_past_max);
-        tcase_add_test(tc, test_lock_flock_not_whole);
+        tcase_add_loop_test(tc, test_lock_refused, 0, (int) (sizeof lock_refusals / sizeof lock_refusals[0]));
         tcase_add_test(tc, test_lock_flock_twice);
         tcase_add_test(tc, test_lock_owner_two_handles);
-        tcase_add_test(tc, test_lock_owner_two_slots);
-        tcase_add_test(tc, test_lock_slot_used_twice);
-        tcase_add_test(tc, test_lock_ranges_overlap);
-        tcase_add_test(tc, test_lock_framing);
         tcase_add_test(tc, test_lock_too_many);
         tcase_add_test(tc, test_hundred_thousand_nodes);
         suite_add_tcase(s, tc);
