@@ -293,10 +293,6 @@ int flock_restore(Handle *h, short type) {
         return flock_try(h, (type == F_RDLCK ? LOCK_SH : LOCK_EX) | LOCK_NB, type);
 }
 
-void plock_drop_through(Handle *h) {
-        drop_through(h->inode, h->fh);
-}
-
 int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk, bool is_flock,
              bool wait) {
         Passthrough *p = fs;

@@ -36,5 +36,3 @@ short handle_flock_type(Handle *h);
 int plock_restore(Passthrough *p, Handle *h, uint64_t owner, int fd, uint64_t start, uint64_t end, short type);
 /* flock(LOCK_NB) of type through h, recorded; -EWOULDBLOCK on a conflict. */
 int flock_restore(Handle *h, short type);
-/* Drops every lock owner's entry taken through h (a handle the load gave up on). */
-void plock_drop_through(Handle *h);

@@ -208,7 +208,7 @@ static int name_restored(LoadCtx *c, const SessionState *s) {
                 if (!x->name)
                         continue;
                 if (x->parent == STATE_ROOT_ID)
-                        full = strdup(x->name);
+                        full = g_strdup(x->name);
                 else if ((pp = g_hash_table_lookup(paths, &x->parent)))
                         full = g_strconcat(pp, "/", x->name, NULL);
                 else
