@@ -60,15 +60,18 @@ static int caller_to_host(const IdTranslateFs *t, const FsCtx *c, FsCtx *ret, gi
 
 /* The caller in host ids for an operation that acts as the daemon but checks the caller's rights
  * on the host's attributes (host-permission.h), with room for its groups. Guest root stays root
- * (it acts as the daemon there, squashed or not, as before the check). A forbidden id is nobody on
- * the host: it gets the rights of "other", with an id that owns no inode and is not root. */
+ * (it acts as the daemon there, squashed or not, as before the check) unless a forbid-guest entry
+ * covers uid 0. A forbidden id is nobody on the host: it gets the rights of "other", with an id
+ * that owns no inode and is not root (guest root included: before, it passed as root unchecked). */
 typedef struct HostCaller {
         FsCtx ctx;
         gid_t groups[FS_CTX_MAX_GROUPS];
 } HostCaller;
 
 static const FsCtx *caller_for_check(const IdTranslateFs *t, const FsCtx *c, HostCaller *h) {
-        if (c->uid == 0)
+        uint32_t root;
+
+        if (c->uid == 0 && id_translate_to_host(t->uid, 0, &root) >= 0)
                 return c;
         if (caller_to_host(t, c, &h->ctx, h->groups) < 0) {
                 h->ctx = *c;

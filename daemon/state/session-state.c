@@ -86,9 +86,10 @@ int state_check_name(const char *name, size_t len, char *err, size_t errlen) {
 int state_check_node(const StateNode *n, char *err, size_t errlen) {
         int r;
 
-        if (n->id == 0 || n->id == STATE_ROOT_ID)
-                return state_error(err, errlen, -EBADMSG, "node id %" PRIu64 " (0 and the root are never records)",
-                                   n->id);
+        if (n->id == 0 || n->id == STATE_ROOT_ID || n->id > STATE_ID_MAX)
+                return state_error(err, errlen, -EBADMSG,
+                                   "node id %" PRIu64 " (0 and the root are never records, at most %" PRIu64 ")", n->id,
+                                   (uint64_t) STATE_ID_MAX);
         if (n->handle_len > STATE_HANDLE_MAX)
                 return state_error(err, errlen, -EBADMSG, "node %" PRIu64 ": a file handle of %u bytes", n->id,
                                    n->handle_len);
@@ -108,8 +109,9 @@ int state_check_node(const StateNode *n, char *err, size_t errlen) {
 }
 
 int state_check_handle(const StateHandle *h, char *err, size_t errlen) {
-        if (h->fh == 0)
-                return state_error(err, errlen, -EBADMSG, "handle 0");
+        if (h->fh == 0 || h->fh > STATE_ID_MAX)
+                return state_error(err, errlen, -EBADMSG, "handle %" PRIu64 " (fh 0 is never issued, at most %" PRIu64 ")",
+                                   h->fh, (uint64_t) STATE_ID_MAX);
         if (h->node == 0)
                 return state_error(err, errlen, -EBADMSG, "handle %" PRIu64 " on node 0", h->fh);
         if (h->fd_slot < -1)

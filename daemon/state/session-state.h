@@ -34,10 +34,11 @@
  * What the reader refuses, each with its own message: a stream shorter than its header or than
  * total_length says, longer than it, over the cap; a wrong magic, header size or reserved field; a
  * newer version; a bad checksum; a record that runs past the end, a payload of the wrong size, an
- * unknown record type; no session record or two; node id 0 or 1 (the root is implicit) or twice;
+ * unknown record type; no session record or two; node id 0 or 1 (the root is implicit), over
+ * STATE_ID_MAX or twice;
  * a parent that is not 0, 1 or a directory node of the stream, or a chain of parents that loops; a
  * name that is empty or longer than STATE_PATH_MAX, holds NUL, an empty, "." or ".." component or
- * one over STATE_NAME_MAX, or comes without a parent (or a parent without a name); a file handle over STATE_HANDLE_MAX bytes; a handle fh 0 or twice, or on a node the
+ * one over STATE_NAME_MAX, or comes without a parent (or a parent without a name); a file handle over STATE_HANDLE_MAX bytes; a handle fh 0, over STATE_ID_MAX or twice, or on a node the
  * stream does not hold; an fd slot below -1 or used twice; more than STATE_MAX_NODES nodes or
  * STATE_MAX_HANDLES handles; a lock of an unknown kind or type, with start > end or an end past
  * STATE_LOCK_END_MAX, through an fh the stream does not hold or that is open on another node, a
@@ -75,6 +76,12 @@ enum {
 #define STATE_NAME_MAX 255u   /* one component */
 #define STATE_PATH_MAX 4095u  /* a name of several components */
 #define STATE_HANDLE_MAX 128u /* MAX_HANDLE_SZ */
+
+/* The largest node id and fh a stream may restore. Both are a sequence number shifted left past
+ * the shard bits (inode-map.h, handle-map.h), and a restored id moves its shard's sequence past
+ * it: from UINT64_MAX the next sequence (2^58) shifted out to 0, and ids were issued again from
+ * the start, over restored ones. A source counts up from 1 and never comes near. */
+#define STATE_ID_MAX ((UINT64_C(1) << 62) - 1)
 
 /* The root's node id (FS_ROOT_ID): always there, never a record. */
 #define STATE_ROOT_ID 1u

@@ -4,6 +4,7 @@
  * new process uses), node ids from a hostile stream; and the size and times for 100,000 nodes
  * (docs/migration.md quotes them). */
 #include <check.h>
+#include <malloc.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -437,6 +439,161 @@ START_TEST(test_hundred_thousand_nodes) {
 }
 END_TEST
 
+/* A state with its session record and nothing else, for a hostile stream built by hand. */
+static SessionState *bare_state(void) {
+        StateSession ss = {};
+        SessionState *s;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        return s;
+}
+
+/* A hostile stream with --migration-on-error=guest-error: handles on a node that is not found are
+ * kept without an fd (EBADF to the guest), so the fd budget did not count them. Each is a Handle
+ * in the map: four million of them (STATE_MAX_HANDLES, a 200 MB stream) held about a gigabyte. A
+ * guest cannot hold more handles than the fd budget allows; neither may a stream. */
+START_TEST(test_lost_handles_bounded) {
+        _cleanup_(passthrough_freep) Passthrough *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = bare_state();
+        StateNode n = { .id = 5 << 6 | 3, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFREG, .fd_slot = -1,
+                        .name = (char *) "absent" };
+        PtStateOptions o = { .guest_error = true };
+        PtStateReport rep;
+        FsOptions fo = FS_OPTIONS_DEFAULT;
+        struct mallinfo2 m0, m1;
+        int r;
+
+        ck_assert_int_eq(session_state_add_node(s, &n), 0);
+        for (uint64_t k = 0; k < 200000; k++) {
+                StateHandle h = { .fh = (k + 1) << 6 | 3, .node = n.id, .open_flags = O_RDONLY, .fd_slot = -1 };
+                ck_assert_int_eq(session_state_add_handle(s, &h), 0);
+        }
+        fo.shared_dir = dir;
+        fo.max_fds = 1000;
+        ck_assert_int_eq(passthrough_new(&b, &fo), 0);
+        m0 = mallinfo2();
+        r = passthrough_state_load(b, &o, s, NULL, 0, &rep);
+        m1 = mallinfo2();
+        fprintf(stderr, "200000 handles on a lost node, fd budget 1000: load %d, %u handles held, heap +%zu kB\n", r,
+                passthrough_handle_count(b), (m1.uordblks - m0.uordblks) / 1024);
+        ck_assert_msg(passthrough_handle_count(b) <= 1000, "%u handles restored past an fd budget of 1000",
+                      passthrough_handle_count(b));
+        ck_assert_int_eq(r, -ENFILE);
+}
+END_TEST
+
+/* Node ids and fhs are never issued twice (inode-map.h, handle-map.h). A hostile stream restoring
+ * node UINT64_MAX and fh UINT64_MAX set their shard's next sequence number to 2^58, whose shift
+ * wraps: the next new node and the next handle of that shard were given ids from the start again,
+ * and one that a restored node or handle had was replaced in the table (the restored one leaked
+ * with its fd; the guest's old fh now read the newly opened file). Such ids are refused, or, if
+ * loaded, new ones never meet them. */
+START_TEST(test_ids_never_reused) {
+        _cleanup_(passthrough_freep) Passthrough *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = bare_state();
+        StateNode a = { .id = 1 << 6 | 63, .nlookup = 1, .type = S_IFREG, .fd_slot = -1, .parent = 1, .name = "a" };
+        StateNode x = { .id = UINT64_MAX, .nlookup = 1, .type = S_IFREG, .fd_slot = -1, .parent = 1, .name = "x" };
+        StateHandle ha = { .fh = 1 << 6 | 63, .node = a.id, .open_flags = O_RDONLY, .fd_slot = -1 };
+        StateHandle hx = { .fh = UINT64_MAX, .node = a.id, .open_flags = O_RDONLY, .fd_slot = -1 };
+        PtStateOptions o = {};
+        PtStateReport rep;
+        char buf[8] = "", name[16];
+        struct iovec iov = { buf, 1 };
+        unsigned in_shard = 0;
+        int r;
+
+        put("a", "A");
+        put("x", "X");
+        ck_assert_int_eq(session_state_add_node(s, &a), 0);
+        ck_assert_int_eq(session_state_add_handle(s, &ha), 0);
+        r = session_state_add_node(s, &x);
+        if (r == 0)
+                r = session_state_add_handle(s, &hx);
+        if (r < 0) { /* refused, as the decoder refuses it */
+                ck_assert_int_eq(r, -EINVAL);
+                return;
+        }
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, NULL, 0, &rep), 0);
+        /* New nodes until three landed in shard 63 (the shard picks by inode key). */
+        for (unsigned k = 0; k < 2000 && in_shard < 3; k++) {
+                FsEntry e;
+                uint64_t fh;
+
+                snprintf(name, sizeof name, "n%u", k);
+                put(name, "N");
+                ck_assert_int_eq(ops->lookup(b, &root_ctx, 1, name, &e), 0);
+                ck_assert_msg(e.nodeid != a.id && e.nodeid != x.id, "a new node got the restored id %" PRIu64, e.nodeid);
+                if ((e.nodeid & 63) != 63)
+                        continue;
+                in_shard++;
+                ck_assert_int_eq(ops->open(b, &root_ctx, e.nodeid, O_RDONLY, false, &fh), 0);
+                ck_assert_msg(fh != ha.fh && fh != hx.fh, "a new handle got the restored fh %" PRIu64, fh);
+        }
+        ck_assert_uint_eq(in_shard, 3);
+        /* The restored handle still reads its own file. */
+        ck_assert_int_eq(ops->read(b, &root_ctx, a.id, ha.fh, 0, &iov, 1), 1);
+        ck_assert_str_eq(buf, "A");
+}
+END_TEST
+
+/* What a hostile stream names (docs/security.md "Live migration"): a path through a symlink to a
+ * directory outside the share, a FIFO and a character device with handles. Nothing outside is
+ * located, neither special file is opened (a FIFO opened for reading would block the load), with
+ * abort the load fails, with guest-error the nodes and handles answer EIO and EBADF. */
+START_TEST(test_hostile_names) {
+        _cleanup_(passthrough_freep) Passthrough *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = bare_state();
+        char out[] = "/tmp/test-pt-state-out-XXXXXX", path[512], cmd[64], buf[8];
+        struct iovec iov = { buf, sizeof buf };
+        StateNode n[] = {
+                { .id = 2 << 6 | 1, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFREG, .fd_slot = -1, .name = (char *) "sym/secret" },
+                { .id = 3 << 6 | 1, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFIFO, .fd_slot = -1, .name = (char *) "fifo" },
+                { .id = 4 << 6 | 1, .nlookup = 1, .parent = STATE_ROOT_ID, .type = S_IFCHR, .fd_slot = -1, .name = (char *) "null" },
+        };
+        StateHandle hs[] = {
+                { .fh = 2 << 6 | 1, .node = n[0].id, .open_flags = O_RDONLY, .fd_slot = -1 },
+                { .fh = 3 << 6 | 1, .node = n[1].id, .open_flags = O_RDONLY, .fd_slot = -1 },
+                { .fh = 4 << 6 | 1, .node = n[2].id, .open_flags = O_RDWR, .fd_slot = -1 },
+        };
+        PtStateOptions abort_o = {}, guest_o = { .guest_error = true };
+        PtStateReport rep;
+        FILE *f;
+
+        ck_assert_ptr_nonnull(mkdtemp(out));
+        snprintf(path, sizeof path, "%s/secret", out);
+        ck_assert_ptr_nonnull(f = fopen(path, "w"));
+        fputs("SECRET", f);
+        fclose(f);
+        snprintf(path, sizeof path, "%s/sym", dir);
+        ck_assert_int_eq(symlink(out, path), 0);
+        snprintf(path, sizeof path, "%s/fifo", dir);
+        ck_assert_int_eq(mkfifo(path, 0644), 0);
+        snprintf(path, sizeof path, "%s/null", dir);
+        ck_assert_int_eq(mknod(path, S_IFCHR | 0666, makedev(1, 3)), 0);
+
+        for (size_t k = 0; k < ELEMENTSOF(n); k++)
+                ck_assert_int_eq(session_state_add_node(s, &n[k]), 0);
+        for (size_t k = 0; k < ELEMENTSOF(hs); k++)
+                ck_assert_int_eq(session_state_add_handle(s, &hs[k]), 0);
+
+        b = open_share();
+        ck_assert_int_lt(passthrough_state_load(b, &abort_o, s, NULL, 0, &rep), 0);
+        b = passthrough_free(b);
+
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &guest_o, s, NULL, 0, &rep), 0);
+        ck_assert_uint_eq(rep.nodes_lost, 1); /* the path through the symlink */
+        ck_assert_uint_eq(rep.handles_lost, 3);
+        ck_assert_int_eq(ops->getattr(b, &root_ctx, n[0].id, FS_NO_FH, &(struct stat) {}), -EIO);
+        for (size_t k = 0; k < ELEMENTSOF(hs); k++)
+                ck_assert_int_eq(ops->read(b, &root_ctx, hs[k].node, hs[k].fh, 0, &iov, 1), -EBADF);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", out);
+        ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *pt_state_suite(void) {
         Suite *s = suite_create("passthrough-state");
         TCase *tc = tcase_create("state");
@@ -449,6 +606,9 @@ static Suite *pt_state_suite(void) {
         tcase_add_test(tc, test_hand_over_locks);
         tcase_add_test(tc, test_restored_nodes_in_clock);
         tcase_add_test(tc, test_duplicate_load_refused);
+        tcase_add_test(tc, test_lost_handles_bounded);
+        tcase_add_test(tc, test_ids_never_reused);
+        tcase_add_root_test(tc, test_hostile_names);
         tcase_add_root_test(tc, test_hundred_thousand_nodes);
         suite_add_tcase(s, tc);
         return s;

@@ -180,6 +180,12 @@ START_TEST(test_builder_refuses) {
         n.name = NULL; /* a parent without a name */
         ck_assert_int_eq(session_state_add_node(s, &n), -EINVAL);
         ck_assert_int_eq(session_state_add_handle(s, &h), -EINVAL);
+        /* ids past STATE_ID_MAX: a shard's next sequence would wrap (test-passthrough-state) */
+        n.id = STATE_ID_MAX + 1;
+        n.name = "big";
+        ck_assert_int_eq(session_state_add_node(s, &n), -EINVAL);
+        h.fh = UINT64_MAX;
+        ck_assert_int_eq(session_state_add_handle(s, &h), -EINVAL);
         /* no session record: the writer refuses what the reader would */
         ck_assert_int_eq(session_state_encode(s, &buf, &len, err, sizeof err), -EINVAL);
         ck_assert_ptr_null(buf);
