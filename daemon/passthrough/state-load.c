@@ -291,7 +291,9 @@ static int load_lock(LoadCtx *c, const StateLock *l) {
          * go too: it holds all of them or none. */
         if (l->kind == STATE_LOCK_POSIX)
                 plock_drop_owner(c->p, h->inode, l->owner);
-        h->fd = fd_budget_close(&c->p->budget, h->fd);
+        /* Closed, its budget fd kept as the charge of a handle without one (handle_map_insert()). */
+        h->fd = safe_close(h->fd);
+        h->charged = true;
         c->rep->locks_lost++;
         return 0;
 }
