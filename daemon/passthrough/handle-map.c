@@ -2,6 +2,7 @@
 #include "handle-map.h"
 
 #include <errno.h>
+#include <fcntl.h>
 /* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
 #include "util.h"
 #include <glib.h>
@@ -61,6 +62,7 @@ static void handle_destroy(Handle *h) {
                 fd_budget_release(h->map->budget);
         dir_stream_done(&h->stream);
         pthread_mutex_destroy(&h->dir_lock);
+        pthread_mutex_destroy(&h->flock_lock);
         inode_unref(h->inode);
         free(h);
 }
@@ -97,6 +99,8 @@ static Handle *handle_alloc(HandleMap *m, Inode *inode, int fd, int flags, bool 
         h->dir = dir;
         h->refs = 1;
         pthread_mutex_init(&h->dir_lock, NULL);
+        pthread_mutex_init(&h->flock_lock, NULL);
+        h->flock_type = F_UNLCK;
         dir_stream_init(&h->stream, dir ? &m->dir_pool : NULL);
         return h;
 }

@@ -30,6 +30,12 @@ typedef struct Handle {
          * the entries read ahead in stream. Only READDIR(PLUS) takes it. */
         pthread_mutex_t dir_lock;
         DirStream stream; /* directory handles; under dir_lock */
+        /* The flock() this open file holds as granted to the guest (F_UNLCK, F_RDLCK or F_WRLCK),
+         * so a saved session can carry it (the kernel lists no open file's flock). flock_lock
+         * serialises each non-blocking flock() with the update, so two queues flocking through one
+         * handle record what the kernel did last; never held across a wait. */
+        pthread_mutex_t flock_lock;
+        _Atomic short flock_type; /* written under flock_lock, read without it */
         /* In-flight users + 1 while in the map. Atomic: only finding a handle by fh takes the shard
          * lock, dropping it takes none. */
         _Atomic uint64_t refs;

@@ -20,6 +20,7 @@
 #include "passthrough-state.h"
 #include "passthrough.h"
 #include "session-state.h"
+#include "host-locks.h"
 #include "test-main.h"
 
 TEST_TEMP_DIR_FIXTURE(dir, "/tmp/test-pt-state-XXXXXX")
@@ -142,6 +143,18 @@ START_TEST(test_fd_slots) {
 }
 END_TEST
 
+/* What a process handing its session over sends: the state of a, with its fds in *fds. */
+static SessionState *save_hand_over(Passthrough *a, PtStateFds *fds, PtStateReport *rep) {
+        PtStateOptions o = {};
+        StateSession ss = {};
+        SessionState *s;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(passthrough_state_save_fds(a, &o, s, fds, rep), 0);
+        return s;
+}
+
 /* The sending half of a hand-over: the fds of every node and open file go beside the stream, and
  * the receiver finds through them a file whose name is gone. */
 START_TEST(test_hand_over_fds) {
@@ -150,7 +163,6 @@ START_TEST(test_hand_over_fds) {
         PtStateOptions o = {};
         PtStateReport rep;
         PtStateFds fds = {};
-        StateSession ss = {};
         FsEntry f;
         uint64_t fh;
         char path[256], buf[8] = "";
@@ -160,9 +172,7 @@ START_TEST(test_hand_over_fds) {
         a = open_share();
         ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, "moving", &f), 0);
         ck_assert_int_eq(ops->open(a, &root_ctx, f.nodeid, O_RDONLY, false, &fh), 0);
-        ck_assert_int_eq(session_state_new(&s), 0);
-        session_state_set_session(s, &ss);
-        ck_assert_int_eq(passthrough_state_save_fds(a, &o, s, &fds, &rep), 0);
+        s = save_hand_over(a, &fds, &rep);
         ck_assert_uint_eq(fds.n, 2); /* the node's O_PATH fd and the open file */
         ck_assert_int_eq(session_state_find_node(s, f.nodeid)->fd_slot, 0);
         a = passthrough_free(a);
@@ -175,6 +185,172 @@ START_TEST(test_hand_over_fds) {
         ck_assert_mem_eq(buf, "handed", 6);
         ck_assert_int_eq(ops->getattr(b, &root_ctx, f.nodeid, FS_NO_FH, &(struct stat) {}), 0);
         passthrough_state_fds_done(&fds); /* what was not taken; here nothing */
+}
+END_TEST
+
+/* The host's view of the share's file rel (host-locks.h). */
+static short host_probe(const char *rel, off_t start, off_t len) {
+        char path[256];
+
+        snprintf(path, sizeof path, "%s/%s", dir, rel);
+        return test_host_lock_type(path, start, len);
+}
+
+static bool host_flock_free(const char *rel) {
+        char path[256];
+
+        snprintf(path, sizeof path, "%s/%s", dir, rel);
+        return test_host_flock_free(path);
+}
+
+/* A hand-over carries the guest's locks in the open file descriptions themselves: the POSIX lock
+ * owner's OFD and the handle's file go beside the stream, so the locks stay held while the source
+ * ends and the receiver has nothing to take again (taking them on a new OFD would conflict with
+ * the OFD in the fd slots, which still holds them: the load would fail). */
+START_TEST(test_hand_over_locks) {
+        _cleanup_(passthrough_freep) Passthrough *a = NULL, *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        PtStateOptions o = {};
+        PtStateFds fds = {};
+        PtStateReport rep;
+        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK }, fl = { .start = 0, .end = INT64_MAX, .type = F_RDLCK };
+        FsLock probe = { .start = 0, .end = 99, .type = F_WRLCK };
+        FsLock un = { .start = 0, .end = INT64_MAX, .type = F_UNLCK };
+        FsEntry f;
+        uint64_t fh;
+        const StateLock *l;
+
+        put("locked", "locked data");
+        a = open_share();
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, "locked", &f), 0);
+        ck_assert_int_eq(ops->open(a, &root_ctx, f.nodeid, O_RDWR, false, &fh), 0);
+        ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x77, &w, false, false), 0);
+        ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x88, &fl, true, false), 0);
+        s = save_hand_over(a, &fds, &rep);
+        ck_assert_uint_eq(rep.locks, 2);
+        ck_assert_uint_eq(fds.n, 3); /* the node's O_PATH fd, the open file, the lock owner's OFD */
+        ck_assert_uint_eq(session_state_lock_count(s), 2);
+        for (size_t k = 0; k < 2; k++) {
+                l = session_state_lock(s, k);
+                if (l->kind == STATE_LOCK_POSIX) {
+                        ck_assert_uint_eq(l->owner, 0x77);
+                        ck_assert_uint_eq(l->end, 99);
+                        ck_assert_uint_eq(l->type, STATE_LOCK_WRITE);
+                        ck_assert_int_eq(l->fd_slot, 2);
+                } else
+                        ck_assert_uint_eq(l->type, STATE_LOCK_READ);
+        }
+        a = passthrough_free(a);
+        /* Between the two processes only the fds beside the stream hold the locks. */
+        ck_assert_int_eq(host_probe("locked", 0, 100), F_WRLCK);
+        ck_assert(!host_flock_free("locked"));
+
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, fds.fds, fds.n, &rep), 0);
+        ck_assert_uint_eq(rep.locks, 2);
+        ck_assert_int_eq(host_probe("locked", 0, 100), F_WRLCK);
+        ck_assert_int_eq(ops->getlk(b, &root_ctx, f.nodeid, fh, 0x99, &probe), 0);
+        ck_assert_uint_eq(probe.type, F_WRLCK);
+        /* The owner is the same: it extends its lock, another owner still conflicts. */
+        w.end = 199;
+        ck_assert_int_eq(ops->setlk(b, &root_ctx, f.nodeid, fh, 0x77, &w, false, false), 0);
+        ck_assert_int_eq(host_probe("locked", 150, 10), F_WRLCK);
+        ck_assert_int_eq(ops->setlk(b, &root_ctx, f.nodeid, fh, 0x99, &w, false, false), -EAGAIN);
+        ck_assert_int_eq(ops->setlk(b, &root_ctx, f.nodeid, fh, 0x77, &un, false, false), 0);
+        ck_assert_int_eq(ops->setlk(b, &root_ctx, f.nodeid, fh, 0x88, &un, true, false), 0);
+        ck_assert_int_eq(host_probe("locked", 0, 0), F_UNLCK);
+        ck_assert(host_flock_free("locked"));
+        passthrough_state_fds_done(&fds);
+}
+END_TEST
+
+/* Restored nodes are ordinary members of the clock of cached inode fds: with --max-inode-fds 4,
+ * 50 looked-up nodes (5 directories of 9 files) come over and the destination holds at most 4 of
+ * their fds; every one still answers GETATTR and READ after its fd was taken back (re-opened by
+ * its name in its restored parent, and checked to be the same file). One file whose directory is
+ * no node the guest holds keeps its fd outside the clock, and the load says so. */
+START_TEST(test_restored_nodes_in_clock) {
+        _cleanup_(passthrough_freep) Passthrough *a = NULL, *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        FsOptions fo = FS_OPTIONS_DEFAULT;
+        PtStateOptions o = {};
+        PtStateReport rep;
+        StateSession ss = {};
+        uint64_t ids[50], deep = 0;
+        char name[64], path[256], buf[32];
+        FsEntry e, x, y;
+        unsigned n = 0;
+
+        for (int d = 0; d < 5; d++) {
+                snprintf(path, sizeof path, "%s/dir%d", dir, d);
+                ck_assert_int_eq(mkdir(path, 0755), 0);
+                for (int k = 0; k < 9; k++) {
+                        snprintf(name, sizeof name, "dir%d/f%d", d, k);
+                        snprintf(buf, sizeof buf, "content %d.%d", d, k);
+                        put(name, buf);
+                }
+        }
+        snprintf(path, sizeof path, "%s/x", dir);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        snprintf(path, sizeof path, "%s/x/y", dir);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        put("x/y/deep", "deep");
+
+        fo.shared_dir = dir;
+        fo.max_inode_fds = 4;
+        ck_assert_int_eq(passthrough_new(&a, &fo), 0);
+        for (int d = 0; d < 5; d++) {
+                FsEntry de;
+                snprintf(name, sizeof name, "dir%d", d);
+                ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, name, &de), 0);
+                ids[n++] = de.nodeid;
+                for (int k = 0; k < 9; k++) {
+                        snprintf(name, sizeof name, "f%d", k);
+                        ck_assert_int_eq(ops->lookup(a, &root_ctx, de.nodeid, name, &e), 0);
+                        ids[n++] = e.nodeid;
+                }
+        }
+        /* x/y/deep held, x and y forgotten: deep's directory is no node of the state. */
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, "x", &x), 0);
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, x.nodeid, "y", &y), 0);
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, y.nodeid, "deep", &e), 0);
+        deep = e.nodeid;
+        ops->forget(a, y.nodeid, 1);
+        ops->forget(a, x.nodeid, 1);
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(passthrough_state_save(a, &o, s, &rep), 0);
+        ck_assert_uint_eq(rep.nodes, 51);
+        a = passthrough_free(a);
+
+        ck_assert_int_eq(passthrough_new(&b, &fo), 0);
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, NULL, 0, &rep), 0);
+        ck_assert_uint_eq(rep.nodes, 51);
+        ck_assert_uint_eq(rep.nodes_unnamed, 1);
+        ck_assert_uint_le(passthrough_inode_fds(b), 4);
+        /* the root's fd, the clock's and deep's */
+        ck_assert_uint_le(passthrough_fds_used(b), 1 + 4 + 1);
+        for (int round = 0; round < 2; round++)
+                for (unsigned k = 0; k < n; k++) {
+                        struct stat st;
+                        uint64_t fh;
+                        struct iovec iov = { buf, sizeof buf };
+                        char want[32];
+                        int d = (int) k / 10, f = (int) k % 10 - 1, got;
+                        ck_assert_int_eq(ops->getattr(b, &root_ctx, ids[k], FS_NO_FH, &st), 0);
+                        ck_assert_int_eq(st.st_mode & S_IFMT, f < 0 ? S_IFDIR : S_IFREG);
+                        if (f >= 0) {
+                                snprintf(want, sizeof want, "content %d.%d", d, f);
+                                ck_assert_int_eq(ops->open(b, &root_ctx, ids[k], O_RDONLY, false, &fh), 0);
+                                got = ops->read(b, &root_ctx, ids[k], fh, 0, &iov, 1);
+                                ck_assert_int_eq(got, (int) strlen(want));
+                                ck_assert_mem_eq(buf, want, strlen(want));
+                                ck_assert_int_eq(ops->release(b, &root_ctx, ids[k], fh, 0, false), 0);
+                        }
+                        ck_assert_uint_le(passthrough_inode_fds(b), 4);
+                }
+        ck_assert_uint_le(passthrough_fds_used(b), 1 + 4 + 1);
+        ck_assert_int_eq(ops->getattr(b, &root_ctx, deep, FS_NO_FH, &(struct stat) {}), 0);
 }
 END_TEST
 
@@ -427,6 +603,8 @@ static Suite *pt_state_suite(void) {
         tcase_add_test(tc, test_round_trip_by_path);
         tcase_add_test(tc, test_fd_slots);
         tcase_add_test(tc, test_hand_over_fds);
+        tcase_add_test(tc, test_hand_over_locks);
+        tcase_add_test(tc, test_restored_nodes_in_clock);
         tcase_add_test(tc, test_duplicate_load_refused);
         tcase_add_test(tc, test_lost_handles_bounded);
         tcase_add_test(tc, test_ids_never_reused);
