@@ -227,12 +227,109 @@ static void put_file(const char *name, const char *content) {
         fclose(f);
 }
 
+static int link_req(uint64_t nodeid, const char *newname, struct fuse_entry_out *e) {
+        struct fuse_link_in li = { .oldnodeid = nodeid };
+        FeFuseReq *req;
+        int r;
+
+        ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_LINK, FUSE_ROOT_ID, sizeof *e), 0);
+        ck_assert_int_eq(fe_fuse_req_add(req, &li, sizeof li), 0);
+        ck_assert_int_eq(fe_fuse_req_add_str(req, newname), 0);
+        r = fe_fuse_call(c, req);
+        if (r == 0) {
+                ck_assert_uint_ge(req->payload_len, sizeof *e);
+                memcpy(e, req->payload, sizeof *e);
+        }
+        fe_fuse_req_free(c, req);
+        return r;
+}
+
+/* The content of name in the share ("" when it cannot be read). */
+static void read_file(const char *name, char *buf, size_t size) {
+        _cleanup_free_ char *p = fe_harness_path(h, name);
+        FILE *f = fopen(p, "re");
+        size_t n = 0;
+
+        if (f) {
+                n = fread(buf, 1, size - 1, f);
+                fclose(f);
+        }
+        buf[n] = '\0';
+}
+
+/* What test_kill_at_each_step sends. */
+typedef enum KillCase {
+        KILL_MKDIR,
+        KILL_UNLINK,
+        KILL_RMDIR,
+        KILL_RENAME,
+        KILL_SYMLINK,
+        KILL_CREATE,      /* O_CREAT of a new name */
+        KILL_CREATE_EXCL, /* O_CREAT|O_EXCL of a new name */
+        KILL_LINK,
+        _KILL_CASE_MAX,
+} KillCase;
+
+static const uint32_t kill_case_opcode[_KILL_CASE_MAX] = {
+        [KILL_MKDIR] = FUSE_MKDIR,   [KILL_UNLINK] = FUSE_UNLINK, [KILL_RMDIR] = FUSE_RMDIR,
+        [KILL_RENAME] = FUSE_RENAME, [KILL_SYMLINK] = FUSE_SYMLINK, [KILL_CREATE] = FUSE_CREATE,
+        [KILL_CREATE_EXCL] = FUSE_CREATE, [KILL_LINK] = FUSE_LINK,
+};
+
+/* CREATE killed at step: answered with an entry and a handle, the file made once. A handle from
+ * the process that took over (the request ran or was answered there: steps popped and host) writes;
+ * one from the killed process's reply does not survive it (docs/survival.md). */
+static void check_create(unsigned step, uint32_t flags) {
+        struct fuse_entry_out e;
+        char buf[32];
+        uint64_t fh;
+        int r;
+
+        r = fe_fuse_create(c, FUSE_ROOT_ID, "newfile", flags | O_WRONLY, 0100644, &e, &fh);
+        ck_assert_msg(r == 0, "CREATE 0%o killed %s: %d (%s)", flags, steps[step], r, c->last_problem);
+        ck_assert(exists("newfile"));
+        ck_assert_msg((e.attr.mode & S_IFMT) == S_IFREG && e.nodeid > FUSE_ROOT_ID, "CREATE's entry: mode 0%o",
+                      e.attr.mode);
+        if (step > 1)
+                return;
+        r = fe_fuse_write(c, e.nodeid, fh, 0, "made once", 9);
+        ck_assert_msg(r == 9, "WRITE on the handle CREATE killed %s answered: %d (%s)", steps[step], r,
+                      c->last_problem);
+        read_file("newfile", buf, sizeof buf);
+        ck_assert_str_eq(buf, "made once");
+}
+
+/* LINK killed at step: its own new name, not EEXIST. Killed right after the pop it runs again with
+ * a node id the new process does not know: ESTALE, upon which Linux looks the name up again and
+ * retries (LOOKUP_REVAL), as done here. */
+static void check_link(unsigned step) {
+        struct fuse_entry_out e, l;
+        struct stat st;
+        int r;
+
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "victim", &e), 0);
+        r = link_req(e.nodeid, "hardlink", &l);
+        if (r == -ESTALE && step == 0) {
+                ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "victim", &e), 0);
+                r = link_req(e.nodeid, "hardlink", &l);
+        }
+        ck_assert_msg(r == 0, "LINK killed %s: %d (%s)", steps[step], r, c->last_problem);
+        ck_assert_msg(l.nodeid > FUSE_ROOT_ID && l.attr.nlink == 2, "LINK's entry: node %llu, nlink %u",
+                      (unsigned long long) l.nodeid, l.attr.nlink);
+        {
+                _cleanup_free_ char *p = fe_harness_path(h, "victim");
+                ck_assert_int_eq(stat(p, &st), 0);
+        }
+        ck_assert_int_eq(st.st_nlink, 2);
+        ck_assert(exists("hardlink"));
+}
+
 /* Each non-idempotent request by name, killed at each step: answered once, as if nothing had
- * happened (its own MKDIR not EEXIST, its own UNLINK not ENOENT), the host changed once. */
+ * happened (its own MKDIR or CREATE|O_EXCL not EEXIST, its own UNLINK not ENOENT, its own LINK
+ * not EEXIST), the host changed once. */
 START_TEST(test_kill_at_each_step) {
         unsigned step = (unsigned) _i % ELEMENTSOF(steps);
-        unsigned op = (unsigned) _i / ELEMENTSOF(steps);
-        static const uint32_t opcodes[] = { FUSE_MKDIR, FUSE_UNLINK, FUSE_RMDIR, FUSE_RENAME, FUSE_SYMLINK };
+        KillCase kc = (KillCase) ((unsigned) _i / ELEMENTSOF(steps));
         struct fuse_entry_out e;
         pid_t first;
         int r;
@@ -243,34 +340,45 @@ START_TEST(test_kill_at_each_step) {
                 _cleanup_free_ char *d = fe_harness_path(h, "emptydir");
                 ck_assert_int_eq(mkdir(d, 0755), 0);
         }
-        start_killing_at(step, opcodes[op]);
+        start_killing_at(step, kill_case_opcode[kc]);
         first = serving_pid();
-        switch (opcodes[op]) {
-        case FUSE_MKDIR:
+        switch (kc) {
+        case KILL_MKDIR:
                 r = fe_fuse_mkdir(c, FUSE_ROOT_ID, "newdir", 0755, &e);
                 ck_assert_msg(r == 0, "MKDIR killed %s: %d (%s)", steps[step], r, c->last_problem);
                 ck_assert(exists("newdir"));
                 break;
-        case FUSE_UNLINK:
+        case KILL_UNLINK:
                 r = fe_fuse_unlink(c, FUSE_ROOT_ID, "victim");
                 ck_assert_msg(r == 0, "UNLINK killed %s: %d (%s)", steps[step], r, c->last_problem);
                 ck_assert(!exists("victim"));
                 break;
-        case FUSE_RMDIR:
+        case KILL_RMDIR:
                 r = fe_fuse_rmdir(c, FUSE_ROOT_ID, "emptydir");
                 ck_assert_msg(r == 0, "RMDIR killed %s: %d (%s)", steps[step], r, c->last_problem);
                 ck_assert(!exists("emptydir"));
                 break;
-        case FUSE_RENAME:
+        case KILL_RENAME:
                 r = fe_fuse_rename(c, FUSE_ROOT_ID, "victim", FUSE_ROOT_ID, "renamed");
                 ck_assert_msg(r == 0, "RENAME killed %s: %d (%s)", steps[step], r, c->last_problem);
                 ck_assert(!exists("victim") && exists("renamed"));
                 break;
-        case FUSE_SYMLINK:
+        case KILL_SYMLINK:
                 r = symlink_req("link", "victim");
                 ck_assert_msg(r == 0, "SYMLINK killed %s: %d (%s)", steps[step], r, c->last_problem);
                 ck_assert(exists("link"));
                 break;
+        case KILL_CREATE:
+                check_create(step, O_CREAT);
+                break;
+        case KILL_CREATE_EXCL:
+                check_create(step, O_CREAT | O_EXCL);
+                break;
+        case KILL_LINK:
+                check_link(step);
+                break;
+        case _KILL_CASE_MAX:
+                ck_abort();
         }
         assert_taken_over(first);
         ck_assert_uint_eq(c->proto_errors, 0);
@@ -311,10 +419,10 @@ static int cmp_u64(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-/* SIGKILL at a random moment of a MKDIR in flight, 25 times: each answered 0 exactly once, the
- * directory there; the pause a guest sees per kill (from the kill to the reply of a LOOKUP sent
- * right after it) is printed, median and worst. */
-START_TEST(test_kill_storm) {
+/* SIGKILL at a random moment of a request in flight (MKDIR, or CREATE with O_EXCL), 25 times: each
+ * answered 0 exactly once, the name there; the pause a guest sees per kill (from the kill to the
+ * reply of a LOOKUP sent right after it) is printed, median and worst. */
+static void kill_storm(uint32_t opcode) {
         enum { KILLS = 25 };
         uint64_t pause_us[KILLS];
         struct fuse_entry_out e;
@@ -323,14 +431,21 @@ START_TEST(test_kill_storm) {
         start("--crash-restarts=64");
         for (unsigned k = 0; k < KILLS; k++) {
                 struct fuse_mkdir_in mi = { .mode = 0755 };
+                struct fuse_create_in ci = { .flags = O_CREAT | O_EXCL | O_WRONLY, .mode = 0100644 };
                 FeFuseReq *req, *done;
                 struct timespec t0, t1;
                 char name[16];
                 pid_t old = serving_pid();
 
                 snprintf(name, sizeof name, "s%u", k);
-                ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_MKDIR, FUSE_ROOT_ID, sizeof(struct fuse_entry_out)), 0);
-                ck_assert_int_eq(fe_fuse_req_add(req, &mi, sizeof mi), 0);
+                if (opcode == FUSE_MKDIR) {
+                        ck_assert_int_eq(fe_fuse_req_new(&req, c, opcode, FUSE_ROOT_ID, sizeof e), 0);
+                        ck_assert_int_eq(fe_fuse_req_add(req, &mi, sizeof mi), 0);
+                } else {
+                        ck_assert_int_eq(fe_fuse_req_new(&req, c, opcode, FUSE_ROOT_ID,
+                                                         sizeof e + sizeof(struct fuse_open_out)), 0);
+                        ck_assert_int_eq(fe_fuse_req_add(req, &ci, sizeof ci), 0);
+                }
                 ck_assert_int_eq(fe_fuse_req_add_str(req, name), 0);
                 ck_assert_int_eq(fe_fuse_submit(c, req, -1), 0);
                 usleep((useconds_t) (rand() % 400));
@@ -339,8 +454,8 @@ START_TEST(test_kill_storm) {
                 ck_assert_int_eq(kill(old, SIGKILL), 0);
                 while (!req->done)
                         ck_assert_int_eq(fe_fuse_wait(c, req->queue, 10000, &done), 0);
-                ck_assert_msg(req->status == 0 && req->oh.error == 0, "MKDIR %s around kill %u: status %d error %d", name,
-                              k, req->status, req->oh.error);
+                ck_assert_msg(req->status == 0 && req->oh.error == 0, "%s %s around kill %u: status %d error %d",
+                              opcode == FUSE_MKDIR ? "MKDIR" : "CREATE|O_EXCL", name, k, req->status, req->oh.error);
                 fe_fuse_req_free(c, req);
                 ck_assert(exists(name));
                 assert_taken_over(old);
@@ -354,6 +469,15 @@ START_TEST(test_kill_storm) {
         fprintf(stderr, "pause per kill over %d kills: median %.1f ms, worst %.1f ms\n", KILLS,
                 (double) pause_us[KILLS / 2] / 1000.0, (double) pause_us[KILLS - 1] / 1000.0);
         ck_assert_msg(pause_us[KILLS - 1] < 5000000, "a kill paused the guest %.1f s", (double) pause_us[KILLS - 1] / 1e6);
+}
+
+START_TEST(test_kill_storm) {
+        kill_storm(FUSE_MKDIR);
+}
+END_TEST
+
+START_TEST(test_kill_storm_create_excl) {
+        kill_storm(FUSE_CREATE);
 }
 END_TEST
 
@@ -369,9 +493,10 @@ static Suite *survive_suite(void) {
         tcase_add_test(tc, test_crash_loop_ends_vufsd);
         tcase_add_test(tc, test_default_is_off);
         tcase_add_test(tc, test_restart_after_the_frontend_left);
-        tcase_add_loop_test(tc, test_kill_at_each_step, 0, 5 * ELEMENTSOF(steps));
+        tcase_add_loop_test(tc, test_kill_at_each_step, 0, _KILL_CASE_MAX * ELEMENTSOF(steps));
         tcase_add_loop_test(tc, test_append_write_not_doubled, 0, ELEMENTSOF(steps) - 1);
         tcase_add_test(tc, test_kill_storm);
+        tcase_add_test(tc, test_kill_storm_create_excl);
         suite_add_tcase(s, tc);
         return s;
 }
