@@ -101,7 +101,7 @@ enum { REPLAY_DONE = 1, REPLAY_STARTED = 2 };
  * call did not happen. */
 #define RUN_IT 1
 
-/* The recorded failure. Clamped: a result is the host's errno, never a positive count here. */
+/* The recorded result of a call that returns 0 or an errno. Clamped: never a positive count here. */
 static inline int replayed_error(Req *r) {
         return r->replay_result < -4095 || r->replay_result > 0 ? -EIO : (int) r->replay_result;
 }

@@ -186,6 +186,11 @@ int do_flush(Req *r) {
 
 int do_fallocate(Req *r) {
         const struct fuse_fallocate_in *f = ARG(r, struct fuse_fallocate_in);
+
+        /* Done by a process that died before its reply: that result (its handle is not the next
+         * process's, and a COLLAPSE_RANGE or INSERT_RANGE must not run twice). */
+        if (r->replay == REPLAY_DONE)
+                return replayed_error(r);
         return r->s->ops->fallocate(r->s->fs, &r->ctx, r->in.nodeid, f->fh, (int) f->mode, f->offset, f->length);
 }
 

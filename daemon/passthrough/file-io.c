@@ -401,7 +401,10 @@ int pt_fallocate(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, int mod
         r = xattr_drop_capability(p, h->inode, h->fd); /* the kernel's vfs_fallocate() does too */
         if (r < 0)
                 return r;
-        return fallocate(h->fd, mode, (off_t) off, (off_t) len) < 0 ? negative_errno() : 0;
+        r = fallocate(h->fd, mode, (off_t) off, (off_t) len) < 0 ? negative_errno() : 0;
+        /* At once: COLLAPSE_RANGE and INSERT_RANGE done twice would move the data twice. */
+        request_progress_host_done(r);
+        return r;
 }
 
 int64_t pt_lseek(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, int64_t off, int whence) {

@@ -414,6 +414,36 @@ START_TEST(test_append_write_not_doubled) {
 }
 END_TEST
 
+/* A FALLOCATE killed after its host call or later: answered 0 (run again it would fail: its handle
+ * does not survive; and COLLAPSE_RANGE or INSERT_RANGE must not run twice), the file allocated. */
+START_TEST(test_fallocate_answered_once) {
+        unsigned step = 1 + (unsigned) _i; /* host, replied, pushed, published */
+        struct fuse_fallocate_in fi = { .offset = 0, .length = 65536 };
+        struct fuse_entry_out e;
+        FeFuseReq *req;
+        pid_t first;
+        struct stat st;
+        int r;
+
+        put_file("space", "");
+        start_killing_at(step, FUSE_FALLOCATE);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "space", &e), 0);
+        ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_WRONLY, &fi.fh), 0);
+        first = serving_pid();
+        ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_FALLOCATE, e.nodeid, 0), 0);
+        ck_assert_int_eq(fe_fuse_req_add(req, &fi, sizeof fi), 0);
+        r = fe_fuse_call(c, req);
+        fe_fuse_req_free(c, req);
+        ck_assert_msg(r == 0, "FALLOCATE killed %s: %d (%s)", steps[step], r, c->last_problem);
+        assert_taken_over(first);
+        {
+                _cleanup_free_ char *p = fe_harness_path(h, "space");
+                ck_assert_int_eq(stat(p, &st), 0);
+        }
+        ck_assert_int_eq(st.st_size, 65536);
+}
+END_TEST
+
 static int cmp_u64(const void *a, const void *b) {
         uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
         return x < y ? -1 : x > y;
@@ -495,6 +525,7 @@ static Suite *survive_suite(void) {
         tcase_add_test(tc, test_restart_after_the_frontend_left);
         tcase_add_loop_test(tc, test_kill_at_each_step, 0, _KILL_CASE_MAX * ELEMENTSOF(steps));
         tcase_add_loop_test(tc, test_append_write_not_doubled, 0, ELEMENTSOF(steps) - 1);
+        tcase_add_loop_test(tc, test_fallocate_answered_once, 0, ELEMENTSOF(steps) - 1);
         tcase_add_test(tc, test_kill_storm);
         tcase_add_test(tc, test_kill_storm_create_excl);
         suite_add_tcase(s, tc);
