@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -174,6 +177,54 @@ START_TEST(test_default_is_off) {
         ck_assert_int_eq(kill(fe_harness_daemon_pid(h), SIGKILL), 0);
         ck_assert_int_eq(fe_backend_wait(h->backend, 5000, &status), 0);
         ck_assert(fe_vu_closed(fe, 2000));
+}
+END_TEST
+
+/* Waits up to timeout_ms for a notification on fd that has "WATCHDOG=1" in it. */
+static bool watchdog_ping(int fd, int timeout_ms) {
+        uint64_t until = now_ms() + (uint64_t) timeout_ms;
+        char buf[512];
+
+        for (uint64_t now; (now = now_ms()) < until;) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                ssize_t n;
+
+                if (poll(&p, 1, (int) (until - now)) <= 0)
+                        continue;
+                n = recv(fd, buf, sizeof buf - 1, 0);
+                if (n <= 0)
+                        continue;
+                buf[n] = '\0';
+                if (strstr(buf, "WATCHDOG=1"))
+                        return true;
+        }
+        return false;
+}
+
+/* A serving process that takes over pings the service manager's watchdog at once, not half an
+ * interval later: deaths closer together than that would starve the watchdog and the service
+ * manager would kill the unit (the systemd suite's crash case saw it: five kills 5 s apart under
+ * WatchdogSec=30s). The interval here is 120 s: only a ping at the takeover arrives in time. */
+START_TEST(test_watchdog_pinged_at_takeover) {
+        _cleanup_free_ char *path = fe_harness_path(h, "notify.sock");
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_uint_lt(strlen(path), sizeof sa.sun_path);
+        strcpy(sa.sun_path, path);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
+        ck_assert_int_eq(setenv("NOTIFY_SOCKET", path, 1), 0);
+        ck_assert_int_eq(setenv("WATCHDOG_USEC", "120000000", 1), 0);
+        start("--crash-restarts=5");
+        ck_assert_int_eq(unsetenv("NOTIFY_SOCKET"), 0);
+        ck_assert_int_eq(unsetenv("WATCHDOG_USEC"), 0);
+        ck_assert_msg(watchdog_ping(fd, 5000), "no WATCHDOG=1 from the first serving process");
+        for (int k = 1; k <= 2; k++) {
+                kill_serving(SIGKILL);
+                ck_assert_msg(watchdog_ping(fd, 5000), "no WATCHDOG=1 within 5 s of the takeover after kill %d", k);
+        }
+        close(fd);
 }
 END_TEST
 
@@ -387,6 +438,26 @@ START_TEST(test_kill_at_each_step) {
 }
 END_TEST
 
+/* Makes name an empty file in the share, starts vufsd killing at steps[step] of the first request
+ * with opcode and opens name with flags; returns the serving process. */
+static pid_t open_killing_at(unsigned step, uint32_t opcode, const char *name, uint32_t flags,
+                             struct fuse_entry_out *e, uint64_t *fh) {
+        put_file(name, "");
+        start_killing_at(step, opcode);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, name, e), 0);
+        ck_assert_int_eq(fe_fuse_open(c, e->nodeid, flags, fh), 0);
+        return serving_pid();
+}
+
+/* The size of name in the share. */
+static off_t host_size(const char *name) {
+        _cleanup_free_ char *p = fe_harness_path(h, name);
+        struct stat st;
+
+        ck_assert_int_eq(stat(p, &st), 0);
+        return st.st_size;
+}
+
 /* A WRITE in append mode killed after its host call or later: answered with its count, the bytes
  * on the host once. (Killed after the pop it would run again on a handle the new process does not
  * have: handles do not survive yet, docs/survival.md.) */
@@ -394,23 +465,13 @@ START_TEST(test_append_write_not_doubled) {
         unsigned step = 1 + (unsigned) _i; /* host, replied, pushed, published */
         struct fuse_entry_out e;
         uint64_t fh;
-        pid_t first;
-        struct stat st;
+        pid_t first = open_killing_at(step, FUSE_WRITE, "log", O_WRONLY | O_APPEND, &e, &fh);
         int r;
 
-        put_file("log", "");
-        start_killing_at(step, FUSE_WRITE);
-        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "log", &e), 0);
-        ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_WRONLY | O_APPEND, &fh), 0);
-        first = serving_pid();
         r = fe_fuse_write(c, e.nodeid, fh, 0, "0123456789", 10);
         ck_assert_msg(r == 10, "WRITE killed %s: %d (%s)", steps[step], r, c->last_problem);
         assert_taken_over(first);
-        {
-                _cleanup_free_ char *p = fe_harness_path(h, "log");
-                ck_assert_int_eq(stat(p, &st), 0);
-        }
-        ck_assert_int_eq(st.st_size, 10);
+        ck_assert_int_eq(host_size("log"), 10);
 }
 END_TEST
 
@@ -421,26 +482,16 @@ START_TEST(test_fallocate_answered_once) {
         struct fuse_fallocate_in fi = { .offset = 0, .length = 65536 };
         struct fuse_entry_out e;
         FeFuseReq *req;
-        pid_t first;
-        struct stat st;
+        pid_t first = open_killing_at(step, FUSE_FALLOCATE, "space", O_WRONLY, &e, &fi.fh);
         int r;
 
-        put_file("space", "");
-        start_killing_at(step, FUSE_FALLOCATE);
-        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "space", &e), 0);
-        ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_WRONLY, &fi.fh), 0);
-        first = serving_pid();
         ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_FALLOCATE, e.nodeid, 0), 0);
         ck_assert_int_eq(fe_fuse_req_add(req, &fi, sizeof fi), 0);
         r = fe_fuse_call(c, req);
         fe_fuse_req_free(c, req);
         ck_assert_msg(r == 0, "FALLOCATE killed %s: %d (%s)", steps[step], r, c->last_problem);
         assert_taken_over(first);
-        {
-                _cleanup_free_ char *p = fe_harness_path(h, "space");
-                ck_assert_int_eq(stat(p, &st), 0);
-        }
-        ck_assert_int_eq(st.st_size, 65536);
+        ck_assert_int_eq(host_size("space"), 65536);
 }
 END_TEST
 
@@ -522,6 +573,7 @@ static Suite *survive_suite(void) {
         tcase_add_test(tc, test_old_node_ids_answer_estale);
         tcase_add_test(tc, test_crash_loop_ends_vufsd);
         tcase_add_test(tc, test_default_is_off);
+        tcase_add_test(tc, test_watchdog_pinged_at_takeover);
         tcase_add_test(tc, test_restart_after_the_frontend_left);
         tcase_add_loop_test(tc, test_kill_at_each_step, 0, _KILL_CASE_MAX * ELEMENTSOF(steps));
         tcase_add_loop_test(tc, test_append_write_not_doubled, 0, ELEMENTSOF(steps) - 1);
