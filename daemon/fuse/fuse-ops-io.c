@@ -212,6 +212,10 @@ int do_copy_file_range(Req *r) {
         const struct fuse_copy_file_range_in *c = ARG(r, struct fuse_copy_file_range_in);
         ssize_t n;
 
+        /* Copied by a process that died before its reply: that count (its handles are not the next
+         * process's), as a WRITE's. */
+        if (r->replay == REPLAY_DONE)
+                return reply_written(r, (ssize_t) r->replay_result);
         /* The reply's size is 32 bits: copy at most what it can report (the kernel's own cap). */
         n = r->s->ops->copy_file_range(r->s->fs, &r->ctx, r->in.nodeid, c->fh_in, c->off_in, c->nodeid_out,
                                        c->fh_out, c->off_out, MIN(c->len, (uint64_t) 0x7ffff000),

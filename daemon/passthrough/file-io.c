@@ -444,5 +444,7 @@ ssize_t pt_copy_file_range(void *fs, const FsCtx *c, uint64_t nodeid_in, uint64_
         if (r < 0)
                 return r;
         n = copy_file_range(a->fd, &oi, b->fd, &oo, (size_t) MIN(len, (uint64_t) SSIZE_MAX), 0);
-        return n < 0 ? negative_errno() : n;
+        n = n < 0 ? negative_errno() : n;
+        request_progress_host_done(n); /* at once: the next process answers this count */
+        return n;
 }

@@ -495,6 +495,37 @@ START_TEST(test_fallocate_answered_once) {
 }
 END_TEST
 
+/* A COPY_FILE_RANGE killed after its host call or later: answered with its count (run again it
+ * would fail: its handles do not survive), the bytes copied. */
+START_TEST(test_copy_file_range_answered_once) {
+        unsigned step = 1 + (unsigned) _i; /* host, replied, pushed, published */
+        struct fuse_copy_file_range_in ci = { .len = 10 };
+        struct fuse_entry_out e, src;
+        struct fuse_write_out wo;
+        char buf[32];
+        FeFuseReq *req;
+        pid_t first = open_killing_at(step, FUSE_COPY_FILE_RANGE, "copy", O_WRONLY, &e, &ci.fh_out);
+        int r;
+
+        put_file("source", "0123456789");
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "source", &src), 0);
+        ck_assert_int_eq(fe_fuse_open(c, src.nodeid, O_RDONLY, &ci.fh_in), 0);
+        ci.nodeid_out = e.nodeid;
+        ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_COPY_FILE_RANGE, src.nodeid, sizeof wo), 0);
+        ck_assert_int_eq(fe_fuse_req_add(req, &ci, sizeof ci), 0);
+        r = fe_fuse_call(c, req);
+        if (r == 0) {
+                ck_assert_uint_ge(req->payload_len, sizeof wo);
+                memcpy(&wo, req->payload, sizeof wo);
+        }
+        fe_fuse_req_free(c, req);
+        ck_assert_msg(r == 0 && wo.size == 10, "COPY_FILE_RANGE killed %s: %d (%s)", steps[step], r, c->last_problem);
+        assert_taken_over(first);
+        read_file("copy", buf, sizeof buf);
+        ck_assert_str_eq(buf, "0123456789");
+}
+END_TEST
+
 static int cmp_u64(const void *a, const void *b) {
         uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
         return x < y ? -1 : x > y;
@@ -578,6 +609,7 @@ static Suite *survive_suite(void) {
         tcase_add_loop_test(tc, test_kill_at_each_step, 0, _KILL_CASE_MAX * ELEMENTSOF(steps));
         tcase_add_loop_test(tc, test_append_write_not_doubled, 0, ELEMENTSOF(steps) - 1);
         tcase_add_loop_test(tc, test_fallocate_answered_once, 0, ELEMENTSOF(steps) - 1);
+        tcase_add_loop_test(tc, test_copy_file_range_answered_once, 0, ELEMENTSOF(steps) - 1);
         tcase_add_test(tc, test_kill_storm);
         tcase_add_test(tc, test_kill_storm_create_excl);
         suite_add_tcase(s, tc);
