@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -526,6 +527,49 @@ START_TEST(test_copy_file_range_answered_once) {
 }
 END_TEST
 
+/* SETXATTR with XATTR_CREATE (_i 0..3) and REMOVEXATTR (_i 4..7) killed after the host call or
+ * later: answered 0, not EEXIST or ENODATA for their own change. */
+START_TEST(test_xattr_answered_once) {
+        unsigned step = 1 + (unsigned) _i % 4; /* host, replied, pushed, published */
+        bool remove = _i >= 4;
+        const char *extra[] = { "--crash-restarts=5", "--xattr", NULL };
+        struct fuse_setxattr_in si = { .size = 1, .flags = XATTR_CREATE };
+        _cleanup_free_ char *path = NULL;
+        const char *hooks = getenv("VUFSD_TEST_HOOKS_BINARY");
+        struct fuse_entry_out e;
+        FeFuseReq *req;
+        char v[64], got[8];
+        pid_t first;
+        int r;
+
+        put_file("attrs", "");
+        path = fe_harness_path(h, "attrs");
+        if (remove)
+                ck_assert_int_eq(setxattr(path, "user.survive", "x", 1, 0), 0);
+        ck_assert_ptr_nonnull(hooks);
+        ck_assert_int_eq(setenv("VUFSD_BINARY", hooks, 1), 0);
+        snprintf(v, sizeof v, "%s:%u", steps[step], remove ? FUSE_REMOVEXATTR : FUSE_SETXATTR);
+        ck_assert_int_eq(setenv("VUFSD_TEST_KILL", v, 1), 0);
+        ck_assert_int_eq(fe_harness_spawn_vufsd(h, extra), 0);
+        ck_assert_int_eq(unsetenv("VUFSD_TEST_KILL"), 0);
+        ck_assert_int_eq(fe_harness_session(h, &fe, &c), 0);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "attrs", &e), 0);
+        first = serving_pid();
+        ck_assert_int_eq(fe_fuse_req_new(&req, c, remove ? FUSE_REMOVEXATTR : FUSE_SETXATTR, e.nodeid, 0), 0);
+        if (!remove)
+                ck_assert_int_eq(fe_fuse_req_add(req, &si, (c->init.flags & FUSE_SETXATTR_EXT) ? sizeof si : 8), 0);
+        ck_assert_int_eq(fe_fuse_req_add_str(req, "user.survive"), 0);
+        if (!remove)
+                ck_assert_int_eq(fe_fuse_req_add(req, "x", 1), 0);
+        r = fe_fuse_call(c, req);
+        fe_fuse_req_free(c, req);
+        ck_assert_msg(r == 0, "%s killed %s: %d (%s)", remove ? "REMOVEXATTR" : "SETXATTR|XATTR_CREATE", steps[step], r,
+                      c->last_problem);
+        assert_taken_over(first);
+        ck_assert_int_eq(getxattr(path, "user.survive", got, sizeof got), remove ? -1 : 1);
+}
+END_TEST
+
 static int cmp_u64(const void *a, const void *b) {
         uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
         return x < y ? -1 : x > y;
@@ -610,6 +654,7 @@ static Suite *survive_suite(void) {
         tcase_add_loop_test(tc, test_append_write_not_doubled, 0, ELEMENTSOF(steps) - 1);
         tcase_add_loop_test(tc, test_fallocate_answered_once, 0, ELEMENTSOF(steps) - 1);
         tcase_add_loop_test(tc, test_copy_file_range_answered_once, 0, ELEMENTSOF(steps) - 1);
+        tcase_add_loop_test(tc, test_xattr_answered_once, 0, 8);
         tcase_add_test(tc, test_kill_storm);
         tcase_add_test(tc, test_kill_storm_create_excl);
         suite_add_tcase(s, tc);
