@@ -281,19 +281,10 @@ static void put_file(const char *name, const char *content) {
 
 static int link_req(uint64_t nodeid, const char *newname, struct fuse_entry_out *e) {
         struct fuse_link_in li = { .oldnodeid = nodeid };
-        FeFuseReq *req;
-        int r;
+        int r = fe_fuse_request(c, FUSE_LINK, FUSE_ROOT_ID,
+                                (FeFuseArg[]){ { &li, sizeof li }, { newname, strlen(newname) + 1 } }, 2, e, sizeof *e);
 
-        ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_LINK, FUSE_ROOT_ID, sizeof *e), 0);
-        ck_assert_int_eq(fe_fuse_req_add(req, &li, sizeof li), 0);
-        ck_assert_int_eq(fe_fuse_req_add_str(req, newname), 0);
-        r = fe_fuse_call(c, req);
-        if (r == 0) {
-                ck_assert_uint_ge(req->payload_len, sizeof *e);
-                memcpy(e, req->payload, sizeof *e);
-        }
-        fe_fuse_req_free(c, req);
-        return r;
+        return r < 0 ? r : 0;
 }
 
 /* The content of name in the share ("" when it cannot be read). */
@@ -482,14 +473,9 @@ START_TEST(test_fallocate_answered_once) {
         unsigned step = 1 + (unsigned) _i; /* host, replied, pushed, published */
         struct fuse_fallocate_in fi = { .offset = 0, .length = 65536 };
         struct fuse_entry_out e;
-        FeFuseReq *req;
         pid_t first = open_killing_at(step, FUSE_FALLOCATE, "space", O_WRONLY, &e, &fi.fh);
-        int r;
+        int r = fe_fuse_request(c, FUSE_FALLOCATE, e.nodeid, (FeFuseArg[]){ { &fi, sizeof fi } }, 1, NULL, 0);
 
-        ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_FALLOCATE, e.nodeid, 0), 0);
-        ck_assert_int_eq(fe_fuse_req_add(req, &fi, sizeof fi), 0);
-        r = fe_fuse_call(c, req);
-        fe_fuse_req_free(c, req);
         ck_assert_msg(r == 0, "FALLOCATE killed %s: %d (%s)", steps[step], r, c->last_problem);
         assert_taken_over(first);
         ck_assert_int_eq(host_size("space"), 65536);
@@ -502,9 +488,8 @@ START_TEST(test_copy_file_range_answered_once) {
         unsigned step = 1 + (unsigned) _i; /* host, replied, pushed, published */
         struct fuse_copy_file_range_in ci = { .len = 10 };
         struct fuse_entry_out e, src;
-        struct fuse_write_out wo;
+        struct fuse_write_out wo = { 0 };
         char buf[32];
-        FeFuseReq *req;
         pid_t first = open_killing_at(step, FUSE_COPY_FILE_RANGE, "copy", O_WRONLY, &e, &ci.fh_out);
         int r;
 
@@ -512,15 +497,8 @@ START_TEST(test_copy_file_range_answered_once) {
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "source", &src), 0);
         ck_assert_int_eq(fe_fuse_open(c, src.nodeid, O_RDONLY, &ci.fh_in), 0);
         ci.nodeid_out = e.nodeid;
-        ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_COPY_FILE_RANGE, src.nodeid, sizeof wo), 0);
-        ck_assert_int_eq(fe_fuse_req_add(req, &ci, sizeof ci), 0);
-        r = fe_fuse_call(c, req);
-        if (r == 0) {
-                ck_assert_uint_ge(req->payload_len, sizeof wo);
-                memcpy(&wo, req->payload, sizeof wo);
-        }
-        fe_fuse_req_free(c, req);
-        ck_assert_msg(r == 0 && wo.size == 10, "COPY_FILE_RANGE killed %s: %d (%s)", steps[step], r, c->last_problem);
+        r = fe_fuse_request(c, FUSE_COPY_FILE_RANGE, src.nodeid, (FeFuseArg[]){ { &ci, sizeof ci } }, 1, &wo, sizeof wo);
+        ck_assert_msg(r == (int) sizeof wo && wo.size == 10, "COPY_FILE_RANGE killed %s: %d (%s)", steps[step], r, c->last_problem);
         assert_taken_over(first);
         read_file("copy", buf, sizeof buf);
         ck_assert_str_eq(buf, "0123456789");
@@ -537,7 +515,6 @@ START_TEST(test_xattr_answered_once) {
         _cleanup_free_ char *path = NULL;
         const char *hooks = getenv("VUFSD_TEST_HOOKS_BINARY");
         struct fuse_entry_out e;
-        FeFuseReq *req;
         char v[64], got[8];
         pid_t first;
         int r;
@@ -555,14 +532,14 @@ START_TEST(test_xattr_answered_once) {
         ck_assert_int_eq(fe_harness_session(h, &fe, &c), 0);
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "attrs", &e), 0);
         first = serving_pid();
-        ck_assert_int_eq(fe_fuse_req_new(&req, c, remove ? FUSE_REMOVEXATTR : FUSE_SETXATTR, e.nodeid, 0), 0);
-        if (!remove)
-                ck_assert_int_eq(fe_fuse_req_add(req, &si, (c->init.flags & FUSE_SETXATTR_EXT) ? sizeof si : 8), 0);
-        ck_assert_int_eq(fe_fuse_req_add_str(req, "user.survive"), 0);
-        if (!remove)
-                ck_assert_int_eq(fe_fuse_req_add(req, "x", 1), 0);
-        r = fe_fuse_call(c, req);
-        fe_fuse_req_free(c, req);
+        if (remove)
+                r = fe_fuse_request(c, FUSE_REMOVEXATTR, e.nodeid, (FeFuseArg[]){ { "user.survive", 13 } }, 1, NULL, 0);
+        else
+                r = fe_fuse_request(c, FUSE_SETXATTR, e.nodeid,
+                                    (FeFuseArg[]){ { &si, (c->init.flags & FUSE_SETXATTR_EXT) ? sizeof si : 8 },
+                                                   { "user.survive", 13 },
+                                                   { "x", 1 } },
+                                    3, NULL, 0);
         ck_assert_msg(r == 0, "%s killed %s: %d (%s)", remove ? "REMOVEXATTR" : "SETXATTR|XATTR_CREATE", steps[step], r,
                       c->last_problem);
         assert_taken_over(first);
