@@ -453,7 +453,7 @@ fe_pid=
 loop=$(grep 'fe-session: loop:' "$tmp/fe4.err") || { cat "$tmp/fe4.err" >&2; fail "the looping session did not report"; }
 left=$(find "$share" -maxdepth 1 -name 'loop-*' | head -n 3)
 [ -z "$left" ] || fail "the loop's names left in the share (a request ran twice or not at all): $left"
-journal=$(journal_wait "killed by signal KILL; starting another \\(restart $kills of 10" -u vufsd@vm1.service) ||
+journal=$(journal_wait "killed by signal KILL; starting another \\(restart $kills of 10" SYSLOG_IDENTIFIER=vufsd) ||
         { echo "$journal" >&2; fail "the journal does not say why the serving process died"; }
 wait_state vufsd@vm1.service inactive 15 || fail "service still running after the looping session left"
 [ "$(prop vufsd@vm1.service Result)" = success ] || fail "after the kills: Result=$(prop vufsd@vm1.service Result)"
