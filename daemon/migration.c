@@ -74,7 +74,9 @@ int migration_load(void *data, const uint8_t *buf, size_t len, char *err, size_t
         uint64_t t0 = now_usec();
         int r;
 
-        r = session_state_decode(buf, len, MIGRATION_MAX_BYTES, &s, err, errlen);
+        /* At most the nodes this vufsd may hold (the root is one of them): more could never load. */
+        r = session_state_decode_limited(buf, len, MIGRATION_MAX_BYTES, passthrough_max_nodes(m->passthrough), &s, err,
+                                         errlen);
         if (r < 0)
                 return r;
         session = session_state_session(s);

@@ -194,6 +194,12 @@ int session_state_peek_length(const uint8_t *hdr, size_t n, uint64_t max_len, ui
  * cap) and the reason in err. Nodes come out parents first. */
 int session_state_decode(const uint8_t *buf, size_t len, uint64_t max_len, SessionState **ret, char *err,
                          size_t errlen);
+/* The same, refusing (-EFBIG) a stream of more than max_nodes nodes (at most STATE_MAX_NODES) as
+ * soon as its record comes: a receiver passes its own node budget (--max-nodes), so that a hostile
+ * stream cannot make the decoder hold more nodes than the session could (a decoded node takes
+ * about 560 bytes: 4 Mi minimal records made a 2.3 GB peak). */
+int session_state_decode_limited(const uint8_t *buf, size_t len, uint64_t max_len, uint64_t max_nodes,
+                                 SessionState **ret, char *err, size_t errlen);
 
 /* ---- reading what a state holds (both halves) ---- */
 

@@ -228,15 +228,15 @@ static int read_session(SessionState *s, Reader *r, uint32_t len, char *err, siz
         return 0;
 }
 
-static int read_node(SessionState *s, Reader *r, uint32_t len, char *err, size_t errlen) {
+static int read_node(SessionState *s, Reader *r, uint32_t len, uint32_t max_nodes, char *err, size_t errlen) {
         StateNode n = {};
         uint16_t name_len;
         int ret;
 
         if (len < NODE_FIXED)
                 return state_error(err, errlen, -EBADMSG, "a node record of %u bytes", len);
-        if (s->nodes->len >= STATE_MAX_NODES)
-                return state_error(err, errlen, -EFBIG, "more than %u nodes", STATE_MAX_NODES);
+        if (s->nodes->len >= max_nodes)
+                return state_error(err, errlen, -EFBIG, "more than %u nodes", max_nodes);
         n.id = get_u64(r);
         n.nlookup = get_u64(r);
         n.parent = get_u64(r);
@@ -339,6 +339,11 @@ static int read_lock(SessionState *s, Reader *r, uint32_t len, char *err, size_t
 
 int session_state_decode(const uint8_t *buf, size_t len, uint64_t max_len, SessionState **ret, char *err,
                          size_t errlen) {
+        return session_state_decode_limited(buf, len, max_len, STATE_MAX_NODES, ret, err, errlen);
+}
+
+int session_state_decode_limited(const uint8_t *buf, size_t len, uint64_t max_len, uint64_t max_nodes,
+                                 SessionState **ret, char *err, size_t errlen) {
         _cleanup_(session_state_freep) SessionState *s = NULL;
         uint8_t want[DIGEST_SIZE];
         uint64_t total;
@@ -381,7 +386,8 @@ int session_state_decode(const uint8_t *buf, size_t len, uint64_t max_len, Sessi
                         ret_ = read_session(s, &r, plen, err, errlen);
                         break;
                 case STATE_REC_NODE:
-                        ret_ = read_node(s, &r, plen, err, errlen);
+                        ret_ = read_node(s, &r, plen, (uint32_t) MIN(max_nodes, (uint64_t) STATE_MAX_NODES), err,
+                                         errlen);
                         break;
                 case STATE_REC_HANDLE:
                         ret_ = read_handle(s, &r, plen, err, errlen);

@@ -305,6 +305,35 @@ START_TEST(test_file_handles_need_handles_on_destination) {
 }
 END_TEST
 
+/* A destination whose --max-nodes is below the nodes the source's guest holds refuses the stream
+ * and serves on. Its decoder stops at the first node record past the budget (test-session-state
+ * test_node_budget shows that part: a hostile frontend's stream of millions of minimal nodes
+ * cannot make it hold more than the session could); the load would refuse the 17th node too. */
+START_TEST(test_destination_node_budget) {
+        static const char *const dst_args[] = { "--max-nodes=16", NULL }; /* the smallest budget */
+        _cleanup_(fe_harness_freep) FeHarness *src = NULL, *dst = NULL;
+        _cleanup_free_ uint8_t *state = NULL;
+        struct fuse_entry_out e;
+        Vm s = {}, d = {};
+        Workload w = {};
+        char name[8];
+        size_t len;
+
+        two_daemons(&src, &dst, NULL, dst_args);
+        vm_boot(src, &s);
+        run_workload(&s, &w); /* four nodes besides the root, then 20 more */
+        for (int i = 10; i < 30; i++) {
+                snprintf(name, sizeof name, "f%02d", i);
+                ck_assert_int_eq(fe_fuse_lookup(s.c, w.dir, name, &e), 0);
+        }
+        ck_assert_int_eq(fe_stop(s.fe), 0);
+        ck_assert_msg(fe_save_state(s.fe, &state, &len) == 0, "save: %s", s.fe->error);
+        ck_assert_uint_ne(vm_incoming(dst, &d, state, len), 0);
+        vm_done(&d);
+        vm_done(&s);
+}
+END_TEST
+
 typedef enum Damage {
         RENAMED,      /* after the save */
         UNLINKED,     /* before the save, while open */
@@ -815,6 +844,7 @@ static Suite *migration_suite(void) {
         tcase_add_test(tc, test_migrate_confirm_and_verify);
         tcase_add_root_test(tc, test_migrate_file_handles);
         tcase_add_root_test(tc, test_file_handles_need_handles_on_destination);
+        tcase_add_test(tc, test_destination_node_budget);
         tcase_add_loop_test(tc, test_damaged_by_path, 0, (int) ELEMENTSOF(by_path));
         if (test_have_root())
                 tcase_add_loop_test(tc, test_damaged_by_handle, 0, (int) ELEMENTSOF(by_handle));

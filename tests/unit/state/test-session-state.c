@@ -99,6 +99,24 @@ static SessionState *round_trip(SessionState *s) {
         return d;
 }
 
+/* A receiver's node budget: the sample's 4 nodes decode with a budget of 4 and are refused with 3,
+ * at the fourth node record, before anything past it is read. */
+START_TEST(test_node_budget) {
+        _cleanup_(session_state_freep) SessionState *s = sample(), *d = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        char err[256] = "";
+        size_t len;
+
+        buf = encode(s, &len);
+        ck_assert_int_eq(session_state_decode_limited(buf, len, STATE_MAX_BYTES, 3, &d, err, sizeof err), -EFBIG);
+        ck_assert_ptr_null(d);
+        ck_assert_msg(strstr(err, "more than 3 nodes"), "message \"%s\"", err);
+        ck_assert_msg(session_state_decode_limited(buf, len, STATE_MAX_BYTES, 4, &d, err, sizeof err) == 0, "decode: %s",
+                      err);
+        ck_assert_uint_eq(session_state_node_count(d), 4);
+}
+END_TEST
+
 START_TEST(test_round_trip) {
         _cleanup_(session_state_freep) SessionState *d = round_trip(sample());
         const StateNode *n;
@@ -572,6 +590,7 @@ static Suite *state_suite(void) {
 
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_round_trip);
+        tcase_add_test(tc, test_node_budget);
         tcase_add_test(tc, test_fd_slots_and_handles);
         tcase_add_test(tc, test_builder_refuses);
         tcase_add_test(tc, test_truncated_and_trailing);
