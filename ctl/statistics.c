@@ -186,6 +186,13 @@ int get_statistics(sd_bus *bus, const char *name, Snapshot *s, sd_bus_error *err
                 if (s->has_restarts)
                         (void) sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE,
                                                            "LastRestartPauseUSec", &e, 't', &s->restart_pause_usec);
+                sd_bus_error_free(&e);
+                s->has_upgrades = sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE, "Upgrades",
+                                                              &e, 'u', &s->upgrades) >= 0;
+                sd_bus_error_free(&e);
+                if (s->has_upgrades)
+                        (void) sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE,
+                                                           "LastUpgradePauseUSec", &e, 't', &s->upgrade_pause_usec);
         }
         return r < 0 ? r : 0;
 }
