@@ -43,12 +43,6 @@ static void start(const char *restarts) {
         ck_assert_int_eq(fe_harness_session(h, &fe, &c), 0);
 }
 
-/* supervisor -> spawner -> serving process. */
-static pid_t serving_pid(void) {
-        pid_t spawner = fe_harness_daemon_pid(h);
-        return spawner > 0 ? fe_harness_first_child(spawner) : 0;
-}
-
 static uint64_t now_ms(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -57,13 +51,13 @@ static uint64_t now_ms(void) {
 
 /* Kills the serving process with sig and waits for its successor (another pid). */
 static pid_t kill_serving(int sig) {
-        pid_t old = serving_pid(), now = 0;
+        pid_t old = fe_harness_serving_pid(h), now = 0;
         uint64_t until = now_ms() + 5000;
 
         ck_assert_int_gt(old, 0);
         ck_assert_int_eq(kill(old, sig), 0);
         while (now_ms() < until) {
-                now = serving_pid();
+                now = fe_harness_serving_pid(h);
                 if (now > 0 && now != old)
                         return now;
                 usleep(2000);
@@ -139,7 +133,7 @@ START_TEST(test_crash_loop_ends_vufsd) {
         start("--crash-restarts=2");
         kill_serving(SIGKILL);
         kill_serving(SIGKILL);
-        ck_assert_int_eq(kill(serving_pid(), SIGKILL), 0);
+        ck_assert_int_eq(kill(fe_harness_serving_pid(h), SIGKILL), 0);
         ck_assert_int_eq(fe_backend_wait(h->backend, 5000, &status), 0);
         ck_assert_msg(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "vufsd %s",
                       fe_backend_describe(status, buf, sizeof buf));
@@ -201,7 +195,7 @@ static void assert_taken_over(pid_t first) {
         uint64_t until = now_ms() + 5000;
         pid_t now = 0;
 
-        while (now_ms() < until && ((now = serving_pid()) == first || now == 0))
+        while (now_ms() < until && ((now = fe_harness_serving_pid(h)) == first || now == 0))
                 usleep(2000);
         ck_assert_msg(now != first && now > 0, "the serving process was not killed: the hook did not fire");
 }
@@ -218,15 +212,6 @@ static int symlink_req(const char *name, const char *target) {
         return r;
 }
 
-static void put_file(const char *name, const char *content) {
-        _cleanup_free_ char *p = fe_harness_path(h, name);
-        FILE *f = fopen(p, "we");
-
-        ck_assert_ptr_nonnull(f);
-        fputs(content, f);
-        fclose(f);
-}
-
 /* Each non-idempotent request by name, killed at each step: answered once, as if nothing had
  * happened (its own MKDIR not EEXIST, its own UNLINK not ENOENT), the host changed once. */
 START_TEST(test_kill_at_each_step) {
@@ -238,13 +223,13 @@ START_TEST(test_kill_at_each_step) {
         int r;
 
         /* What each one acts on exists before vufsd starts. */
-        put_file("victim", "x");
+        ck_assert_int_eq(fe_harness_put_file(h, "victim", "x"), 0);
         {
                 _cleanup_free_ char *d = fe_harness_path(h, "emptydir");
                 ck_assert_int_eq(mkdir(d, 0755), 0);
         }
         start_killing_at(step, opcodes[op]);
-        first = serving_pid();
+        first = fe_harness_serving_pid(h);
         switch (opcodes[op]) {
         case FUSE_MKDIR:
                 r = fe_fuse_mkdir(c, FUSE_ROOT_ID, "newdir", 0755, &e);
@@ -290,11 +275,11 @@ START_TEST(test_append_write_not_doubled) {
         struct stat st;
         int r;
 
-        put_file("log", "");
+        ck_assert_int_eq(fe_harness_put_file(h, "log", ""), 0);
         start_killing_at(step, FUSE_WRITE);
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "log", &e), 0);
         ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_WRONLY | O_APPEND, &fh), 0);
-        first = serving_pid();
+        first = fe_harness_serving_pid(h);
         r = fe_fuse_write(c, e.nodeid, fh, 0, "0123456789", 10);
         ck_assert_msg(r == 10, "WRITE killed %s: %d (%s)", steps[step], r, c->last_problem);
         assert_taken_over(first);
@@ -305,11 +290,6 @@ START_TEST(test_append_write_not_doubled) {
         ck_assert_int_eq(st.st_size, 10);
 }
 END_TEST
-
-static int cmp_u64(const void *a, const void *b) {
-        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-        return x < y ? -1 : x > y;
-}
 
 /* SIGKILL at a random moment of a MKDIR in flight, 25 times: each answered 0 exactly once, the
  * directory there; the pause a guest sees per kill (from the kill to the reply of a LOOKUP sent
@@ -326,7 +306,7 @@ START_TEST(test_kill_storm) {
                 FeFuseReq *req, *done;
                 struct timespec t0, t1;
                 char name[16];
-                pid_t old = serving_pid();
+                pid_t old = fe_harness_serving_pid(h);
 
                 snprintf(name, sizeof name, "s%u", k);
                 ck_assert_int_eq(fe_fuse_req_new(&req, c, FUSE_MKDIR, FUSE_ROOT_ID, sizeof(struct fuse_entry_out)), 0);
@@ -350,7 +330,7 @@ START_TEST(test_kill_storm) {
                                           ((int64_t) t1.tv_nsec - (int64_t) t0.tv_nsec) / 1000);
         }
         ck_assert_uint_eq(c->proto_errors, 0);
-        qsort(pause_us, KILLS, sizeof pause_us[0], cmp_u64);
+        qsort(pause_us, KILLS, sizeof pause_us[0], fe_cmp_u64);
         fprintf(stderr, "pause per kill over %d kills: median %.1f ms, worst %.1f ms\n", KILLS,
                 (double) pause_us[KILLS / 2] / 1000.0, (double) pause_us[KILLS - 1] / 1000.0);
         ck_assert_msg(pause_us[KILLS - 1] < 5000000, "a kill paused the guest %.1f s", (double) pause_us[KILLS - 1] / 1e6);

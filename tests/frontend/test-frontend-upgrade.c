@@ -165,12 +165,6 @@ static void version(char *ret, size_t size) {
         ck_abort_msg("fsctl status gave no version: %s", out);
 }
 
-/* supervisor -> spawner -> serving process. */
-static pid_t serving_pid(void) {
-        pid_t spawner = fe_harness_daemon_pid(h);
-        return spawner > 0 ? fe_harness_first_child(spawner) : 0;
-}
-
 /* Whether pid runs the file now at exe (not an older one replaced since). */
 static bool runs_installed(pid_t pid) {
         char p[64];
@@ -178,15 +172,6 @@ static bool runs_installed(pid_t pid) {
 
         snprintf(p, sizeof p, "/proc/%d/exe", (int) pid);
         return stat(p, &a) == 0 && stat(exe, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-static void put_file(const char *name, const char *content) {
-        _cleanup_free_ char *p = fe_harness_path(h, name);
-        FILE *f = fopen(p, "we");
-
-        ck_assert_ptr_nonnull(f);
-        fputs(content, f);
-        fclose(f);
 }
 
 static char *host_content(const char *name) {
@@ -242,7 +227,7 @@ START_TEST(test_upgrade_keeps_the_session) {
         pid_t before, after;
         int n, got = 0;
 
-        put_file("data", "0123456789");
+        ck_assert_int_eq(fe_harness_put_file(h, "data", "0123456789"), 0);
         {
                 _cleanup_free_ char *d = fe_harness_path(h, "dir");
                 ck_assert_int_eq(mkdir(d, 0755), 0);
@@ -250,7 +235,7 @@ START_TEST(test_upgrade_keeps_the_session) {
         for (int i = 0; i < DIR_ENTRIES; i++) {
                 char name[32];
                 snprintf(name, sizeof name, "dir/entry-%02d", i);
-                put_file(name, "");
+                ck_assert_int_eq(fe_harness_put_file(h, name, ""), 0);
         }
         start("--crash-restarts=5");
         version(v0, sizeof v0);
@@ -266,7 +251,7 @@ START_TEST(test_upgrade_keeps_the_session) {
         ck_assert_int_lt(got, DIR_ENTRIES);
 
         install(binary(1));
-        before = serving_pid();
+        before = fe_harness_serving_pid(h);
         /* Requests in flight when the upgrade starts: submitted, not waited for. */
         for (unsigned i = 0; i < ELEMENTSOF(inflight); i++) {
                 struct fuse_getattr_in gi = {};
@@ -284,7 +269,7 @@ START_TEST(test_upgrade_keeps_the_session) {
                 fe_fuse_req_free(c, inflight[i]);
         }
         ck_assert_msg(!fe_vu_closed(fe, 100), "the frontend connection was closed");
-        after = serving_pid();
+        after = fe_harness_serving_pid(h);
         ck_assert_msg(after > 0 && after != before, "no new serving process (before %d, after %d)", before, after);
         ck_assert_msg(runs_installed(after), "the new serving process does not run the file at %s", exe);
         version(v1, sizeof v1);
@@ -323,11 +308,6 @@ START_TEST(test_upgrade_keeps_the_session) {
 }
 END_TEST
 
-static int cmp_u64(const void *a, const void *b) {
-        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-        return x < y ? -1 : x > y;
-}
-
 /* 20 upgrades in a row alternating the two builds (more than --crash-restarts allows deaths: an
  * upgrade is not a crash); a file stays open for write throughout, each upgrade visible in the
  * version; the pause of each (fsctl stats --json) printed, median and worst. */
@@ -339,7 +319,7 @@ START_TEST(test_upgrades_in_a_row) {
         uint64_t fh;
         uint8_t buf[64];
 
-        put_file("log", "");
+        ck_assert_int_eq(fe_harness_put_file(h, "log", ""), 0);
         start("--crash-restarts=2");
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "log", &e), 0);
         ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_WRONLY, &fh), 0);
@@ -366,7 +346,7 @@ START_TEST(test_upgrades_in_a_row) {
                 ck_assert_int_eq(memcmp(content, "000102030405", 12), 0);
         }
         ck_assert_uint_eq(c->proto_errors, 0);
-        qsort(pause_us, UPGRADES, sizeof pause_us[0], cmp_u64);
+        qsort(pause_us, UPGRADES, sizeof pause_us[0], fe_cmp_u64);
         fprintf(stderr, "pause per upgrade over %d upgrades: median %.1f ms, worst %.1f ms\n", UPGRADES,
                 (double) pause_us[UPGRADES / 2] / 1000.0, (double) pause_us[UPGRADES - 1] / 1000.0);
 }
@@ -381,16 +361,16 @@ START_TEST(test_missing_binary_falls_back) {
         uint8_t buf[16];
         pid_t before, after;
 
-        put_file("data", "0123456789");
+        ck_assert_int_eq(fe_harness_put_file(h, "data", "0123456789"), 0);
         start("--crash-restarts=5");
         version(v0, sizeof v0);
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "data", &e), 0);
         ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_RDONLY, &fh), 0);
-        before = serving_pid();
+        before = fe_harness_serving_pid(h);
         ck_assert_int_eq(unlink(exe), 0);
         (void) fsctl(out, sizeof out, "upgrade");
         ck_assert_msg(strstr(out, "fell back") || strstr(out, "failed"), "fsctl upgrade: %s", out);
-        after = serving_pid();
+        after = fe_harness_serving_pid(h);
         ck_assert_msg(after > 0 && after != before, "no new serving process");
         version(v1, sizeof v1);
         ck_assert_str_eq(v0, v1);
