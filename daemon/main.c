@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
@@ -243,6 +244,8 @@ static int run_upgraded(Config *c, int control_fd, int listen_fd, pid_t main_pid
         _cleanup_free_ char *instance = NULL;
         int r;
 
+        /* As a forked serving process: it dies with the spawner (execve() may have reset it). */
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
         c->main_pid = main_pid;
         c->fs.has_shared_dir_fd = true;
         survive_enable(true);

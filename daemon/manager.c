@@ -442,8 +442,10 @@ int manager_run(Manager *m) {
                 r = survive_resume(m);
                 if (r < 0)
                         return log_error_errno(r, "Cannot take over from the previous serving process: %m");
-                if (sandbox_upgrading())
+                if (sandbox_upgrading()) {
                         log_upgrade(m);
+                        sandbox_upgrade_took_over();
+                }
                 if (r > 0) {
                         uint64_t now;
                         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);

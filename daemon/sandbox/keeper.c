@@ -27,7 +27,7 @@ static void slot_clear(unsigned i) {
 }
 
 /* The list slot's fds: any number (a session's nodes and handles), so on the heap (the
- * supervisor's filter has brk and mmap), bounded by KEEPER_MAX_LIST_FDS. */
+ * supervisor's filter has brk, mmap and munmap), bounded by KEEPER_MAX_LIST_FDS. */
 static struct {
         int *fds;
         size_t n, cap;
@@ -43,10 +43,15 @@ static bool list_append(int *fds, size_t n_fds) {
         if (list.n + n_fds > KEEPER_MAX_LIST_FDS)
                 return false;
         if (list.n + n_fds > list.cap) {
+                /* malloc, copy, free rather than realloc(): a large realloc() is an mremap(), which
+                 * the supervisor's filter allows only with a control plane. */
                 size_t cap = MAX(list.cap * 2, list.n + n_fds + 64);
-                int *p = realloc(list.fds, cap * sizeof(int));
+                int *p = malloc(cap * sizeof(int));
                 if (!p)
                         return false;
+                if (list.n > 0)
+                        memcpy(p, list.fds, list.n * sizeof(int));
+                free(list.fds);
                 list.fds = p;
                 list.cap = cap;
         }

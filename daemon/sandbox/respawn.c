@@ -32,6 +32,7 @@
 
 static unsigned generation, restarts_done, upgrades_done, upgrade_failures;
 static bool upgrading, executed;
+static int report_fd = -1; /* in a binary executed for an upgrade: tells the spawner it took over */
 static uint64_t death_usec;
 
 unsigned sandbox_generation(void) {
@@ -109,16 +110,19 @@ static int keep_across_exec(int fd) {
         return 0;
 }
 
-/* In the forked child: executes the binary at ex->exe with what this child would serve with.
- * Returns only when it cannot (the errno), after writing it to report (close-on-exec: the spawner
- * reads end of file when the execve() succeeded). */
+/* In the forked child: executes the binary at ex->exe with what this child would serve with and
+ * report, a pipe to the spawner: the new binary writes one byte to it once it has taken over
+ * (sandbox_upgrade_took_over()); its end of file before that byte means it never did. Returns
+ * only when the binary cannot be executed, after writing the errno (an int) to report. */
 static int exec_next(const SandboxExec *ex, int share_fd, int control_channel, int report) {
-        char env[160];
+        char env[192];
         int r;
 
-        snprintf(env, sizeof env, "%d,%d,%d,%d,%u,%u,%u,%u,%d", sandbox_channel_fd(), control_channel, share_fd,
-                 ex->listen_fd, generation, restarts_done, upgrades_done, upgrade_failures, (int) getppid());
-        r = keep_across_exec(sandbox_channel_fd());
+        snprintf(env, sizeof env, "%d,%d,%d,%d,%u,%u,%u,%u,%d,%d", sandbox_channel_fd(), control_channel, share_fd,
+                 ex->listen_fd, generation, restarts_done, upgrades_done, upgrade_failures, (int) getppid(), report);
+        r = keep_across_exec(report);
+        if (r >= 0)
+                r = keep_across_exec(sandbox_channel_fd());
         if (r >= 0)
                 r = keep_across_exec(control_channel);
         if (r >= 0)
@@ -132,27 +136,39 @@ static int exec_next(const SandboxExec *ex, int share_fd, int control_channel, i
                 r = -errno;
         }
         (void) unsetenv(VUFSD_UPGRADE_ENV);
-        if (write(report, &r, sizeof r) < 0) /* the spawner then sees end of file: counted as done */
+        if (write(report, &r, sizeof r) < 0) /* the spawner then sees end of file and the exit */
                 log_debug_errno(errno, "Cannot report the failed execve(): %m");
         return r;
 }
 
+void sandbox_upgrade_took_over(void) {
+        char ok = 'R';
+
+        if (report_fd < 0)
+                return;
+        if (write(report_fd, &ok, 1) != 1)
+                log_warning_errno(errno, "Cannot tell the spawner the upgrade took over: %m");
+        report_fd = safe_close(report_fd);
+}
+
 int sandbox_take_upgrade_env(int *ret_control_channel, int *ret_share_fd, int *ret_listen_fd, pid_t *ret_main_pid) {
         const char *e = getenv(VUFSD_UPGRADE_ENV);
-        int chan, control, share, listen_fd, main_pid;
+        int chan, control, share, listen_fd, main_pid, report;
         unsigned gen, restarts, upgrades, failures;
 
         if (!e)
                 return 0;
-        if (sscanf(e, "%d,%d,%d,%d,%u,%u,%u,%u,%d", &chan, &control, &share, &listen_fd, &gen, &restarts, &upgrades,
-                   &failures, &main_pid) != 9 || chan < 0 || share < 0 || gen == 0)
+        if (sscanf(e, "%d,%d,%d,%d,%u,%u,%u,%u,%d,%d", &chan, &control, &share, &listen_fd, &gen, &restarts,
+                   &upgrades, &failures, &main_pid, &report) != 10 ||
+            chan < 0 || share < 0 || gen == 0 || report < 0)
                 return -EBADMSG;
         (void) unsetenv(VUFSD_UPGRADE_ENV);
         /* Close-on-exec again, as they were in the spawner. */
-        for (int fd, i = 0; i < 4; i++)
-                if ((fd = (int[]) { chan, control, share, listen_fd }[i]) >= 0)
+        for (int fd, i = 0; i < 5; i++)
+                if ((fd = (int[]) { chan, control, share, listen_fd, report }[i]) >= 0)
                         (void) fcntl(fd, F_SETFD, FD_CLOEXEC);
         sandbox_set_channel_fd(chan);
+        report_fd = report;
         generation = gen;
         restarts_done = restarts;
         upgrades_done = upgrades;
@@ -192,6 +208,9 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
          * (its binary could not be executed, or refused the session). */
         enum { NEXT_FORK, NEXT_EXEC } next = NEXT_FORK;
         int report[2] = { -1, -1 };
+        /* The new binary has not said yet that it took over: its death (any exit or signal) is a
+         * failed upgrade, not a crash, and the running code takes over. */
+        bool unconfirmed = false;
 
         for (;;) {
                 pid_t child;
@@ -236,28 +255,35 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
                         }
                         return 1;
                 }
-                if (next == NEXT_EXEC) {
-                        int err = 0;
-
-                        report[1] = safe_close(report[1]);
-                        /* End of file when the execve() succeeded; the errno otherwise. */
-                        while (read(report[0], &err, sizeof err) < 0 && errno == EINTR)
-                                ;
-                        report[0] = safe_close(report[0]);
-                        if (err != 0) {
-                                upgrades_done--;
-                                upgrade_failures++;
-                        }
-                }
+                report[1] = safe_close(report[1]);
+                unconfirmed = next == NEXT_EXEC;
                 next = NEXT_FORK;
                 for (;;) {
-                        struct pollfd p = { .fd = sfd, .events = POLLIN };
+                        struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = report[0], .events = POLLIN } };
                         struct signalfd_siginfo si;
 
                         if (waitpid(child, &status, WNOHANG) == child)
                                 break;
-                        if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                        if (poll(p, report[0] >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
                                 return log_error_errno(errno, "poll() failed: %m");
+                        /* The one thing the spawner reads from a child, and only from one it started
+                         * for an upgrade: one byte (took over), an int (the execve() failed, the
+                         * child goes on as the running code), or end of file (it is dying). */
+                        if (report[0] >= 0 && p[1].revents) {
+                                int word = 0;
+                                ssize_t n = read(report[0], &word, sizeof word);
+
+                                if (n < 0 && errno == EINTR)
+                                        continue;
+                                if (n == 1)
+                                        unconfirmed = false;
+                                else if (n == (ssize_t) sizeof word) {
+                                        unconfirmed = false;
+                                        upgrades_done--;
+                                        upgrade_failures++;
+                                }
+                                report[0] = safe_close(report[0]);
+                        }
                         while (read(sfd, &si, sizeof si) == sizeof si) {
                                 if (si.ssi_signo == SIGCHLD)
                                         continue;
@@ -268,6 +294,20 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
                         }
                 }
                 death_usec = mono_usec();
+                report[0] = safe_close(report[0]);
+                if (!stopping && unconfirmed) {
+                        char why[64];
+
+                        describe_death(status, why, sizeof why);
+                        log_error("The new vufsd (pid %d) %s before it took over the guest's session (its reason, if "
+                                  "it gave one, is above); the running vufsd takes over instead",
+                                  (int) child, why);
+                        unconfirmed = false;
+                        upgrades_done--;
+                        upgrade_failures++;
+                        generation++;
+                        continue;
+                }
                 if (!stopping && WIFEXITED(status) && WEXITSTATUS(status) == SANDBOX_EXIT_UPGRADE) {
                         /* Not a crash: not counted against max_restarts. */
                         upgrades_done++;
@@ -283,15 +323,6 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
                                 upgrades_done--;
                                 upgrade_failures++;
                         }
-                        continue;
-                }
-                if (!stopping && WIFEXITED(status) && WEXITSTATUS(status) == SANDBOX_EXIT_UPGRADE_REFUSED &&
-                    upgrading) {
-                        log_error("The new vufsd (pid %d) refused the guest's session (its reason is above); the running "
-                                  "vufsd takes over instead", (int) child);
-                        upgrades_done--;
-                        upgrade_failures++;
-                        generation++;
                         continue;
                 }
                 if (stopping || WIFEXITED(status))

@@ -125,8 +125,9 @@ void sandbox_set_channel_fd(int fd);
  * exe (recorded by main() at start) with argv and VUFSD_UPGRADE_ENV in its environment, which names
  * the fds a forked serving process would have inherited (sandbox_take_upgrade_env() in the new
  * main()). A new binary that refuses the session exits with SANDBOX_EXIT_UPGRADE_REFUSED; then, as
- * when it cannot be executed at all, the running code is forked with the same session. Neither
- * counts as a crash. */
+ * when it cannot be executed at all or ends in any way before it says it took over
+ * (sandbox_upgrade_took_over()), the running code is forked with the same session. Neither counts
+ * as a crash. */
 #define SANDBOX_EXIT_UPGRADE 120
 #define SANDBOX_EXIT_UPGRADE_REFUSED 121
 #define VUFSD_UPGRADE_ENV "VUFSD_UPGRADE_FDS"
@@ -155,5 +156,8 @@ bool sandbox_upgrading(void);
 /* Whether this process is a binary the spawner executed for an upgrade (not the running code
  * forked as the fallback). */
 bool sandbox_upgrade_executed(void);
+/* In that binary, once it serves the guest's session: tells the spawner (until then its death is
+ * a failed upgrade, and the running code takes over). */
+void sandbox_upgrade_took_over(void);
 /* CLOCK_MONOTONIC µs when the previous serving process was found dead (0 in the first). */
 uint64_t sandbox_death_usec(void);

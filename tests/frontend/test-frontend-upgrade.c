@@ -352,6 +352,38 @@ START_TEST(test_upgrades_in_a_row) {
 }
 END_TEST
 
+/* More fds than one message carries (the keeper's list slot, sent KEEPER_MAX_FDS at a time): 150
+ * files looked up and open, each handle reading its own file after the upgrade. */
+START_TEST(test_many_open_files) {
+        enum { FILES = 150 };
+        uint64_t node[FILES], fh[FILES];
+        char out[4096], name[32], data[32];
+        uint8_t buf[32];
+
+        for (int i = 0; i < FILES; i++) {
+                snprintf(name, sizeof name, "f%03d", i);
+                snprintf(data, sizeof data, "content of %03d", i);
+                ck_assert_int_eq(fe_harness_put_file(h, name, data), 0);
+        }
+        start("--crash-restarts=5");
+        for (int i = 0; i < FILES; i++) {
+                struct fuse_entry_out e;
+                snprintf(name, sizeof name, "f%03d", i);
+                ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, name, &e), 0);
+                node[i] = e.nodeid;
+                ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_RDONLY, &fh[i]), 0);
+        }
+        install(binary(1));
+        upgrade(out, sizeof out);
+        for (int i = 0; i < FILES; i++) {
+                snprintf(data, sizeof data, "content of %03d", i);
+                ck_assert_int_eq(fe_fuse_read(c, node[i], fh[i], 0, buf, (uint32_t) strlen(data)), (int) strlen(data));
+                ck_assert_msg(memcmp(buf, data, strlen(data)) == 0, "file %d reads %.14s", i, buf);
+        }
+        ck_assert_uint_eq(c->proto_errors, 0);
+}
+END_TEST
+
 /* No binary at the path any more: the upgrade falls back to the running code with the same
  * session, and says so; the guest is served on. */
 START_TEST(test_missing_binary_falls_back) {
@@ -381,6 +413,39 @@ START_TEST(test_missing_binary_falls_back) {
 }
 END_TEST
 
+/* A binary that starts and fails before it takes over (here a script that exits 1, as a vufsd
+ * whose libraries are missing would): the running code takes over with the same session. */
+START_TEST(test_broken_binary_falls_back) {
+        _cleanup_free_ char *script = NULL;
+        char out[4096];
+        struct fuse_entry_out e;
+        uint64_t fh;
+        uint8_t buf[16];
+        FILE *f;
+
+        ck_assert_int_eq(fe_harness_put_file(h, "data", "0123456789"), 0);
+        start("--crash-restarts=1");
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "data", &e), 0);
+        ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_RDONLY, &fh), 0);
+        ck_assert_int_ge(asprintf(&script, "%s/broken", h->dir), 0);
+        f = fopen(script, "we");
+        ck_assert_ptr_nonnull(f);
+        fputs("#!/bin/sh\necho 'broken vufsd: exiting' >&2\nexit 1\n", f);
+        fclose(f);
+        install(script);
+        (void) fsctl(out, sizeof out, "upgrade");
+        ck_assert_msg(strstr(out, "fell back"), "fsctl upgrade: %s", out);
+        ck_assert_int_eq(fe_fuse_read(c, e.nodeid, fh, 0, buf, 10), 10);
+        ck_assert_int_eq(memcmp(buf, "0123456789", 10), 0);
+        ck_assert(fe_backend_alive(h->backend));
+        /* Not a crash either: one upgrade more, still within --crash-restarts=1. */
+        install(binary(1));
+        upgrade(out, sizeof out);
+        ck_assert_int_eq(fe_fuse_read(c, e.nodeid, fh, 0, buf, 10), 10);
+        ck_assert_uint_eq(c->proto_errors, 0);
+}
+END_TEST
+
 /* Without --crash-restarts there is no spawner to start the new binary: a clear error naming the
  * option, and the guest served on by the same process. */
 START_TEST(test_needs_crash_restarts) {
@@ -405,7 +470,9 @@ static Suite *upgrade_suite(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_upgrade_keeps_the_session);
         tcase_add_test(tc, test_upgrades_in_a_row);
+        tcase_add_test(tc, test_many_open_files);
         tcase_add_test(tc, test_missing_binary_falls_back);
+        tcase_add_test(tc, test_broken_binary_falls_back);
         tcase_add_test(tc, test_needs_crash_restarts);
         suite_add_tcase(s, tc);
         return s;
