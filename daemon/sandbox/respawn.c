@@ -1,7 +1,8 @@
 /* respawn.c: the spawner that starts a new serving process when one dies (sandbox.h,
  * docs/survival.md). It runs where sandbox_prepare() left the daemon: in its namespaces, before
  * the serving process locks itself down, so each new one goes through the same sandbox steps
- * (pivot_root, capabilities, seccomp) the first did. It reads nothing: no socket, no pipe, only
+ * (pivot_root, capabilities, seccomp) the first did. It reads nothing but (see below) one report
+ * pipe of a binary started for an upgrade: no socket, only
  * its signals and its child's wait status; the records and fds a new process resumes from are the
  * supervisor's (keeper.c).
  *
