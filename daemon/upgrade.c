@@ -108,8 +108,10 @@ int upgrade_start(Manager *m, char *err, size_t errlen) {
         }
         if (r >= 0) {
                 r = session_state_encode(s, &buf, &len, err, errlen);
-                if (r < 0 || len > UPGRADE_MAX_BYTES)
-                        r = r < 0 ? r : -EFBIG;
+                if (r >= 0 && len > UPGRADE_MAX_BYTES) {
+                        snprintf(err, errlen, "The session takes %zu bytes, more than %llu", len, UPGRADE_MAX_BYTES);
+                        r = -EFBIG;
+                }
         }
         if (r >= 0 && (r = memfd = stream_memfd(buf, len)) < 0)
                 snprintf(err, errlen, "Cannot keep the session in a memfd: %s", strerror(-r));
