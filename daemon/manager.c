@@ -132,9 +132,10 @@ static void manager_status(Manager *m, const char *state) {
                 snprintf(pool, sizeof pool, " (%u threads)", es.pool_size);
         if (m->status_rate >= 0)
                 snprintf(rate, sizeof rate, "; %.0f req/s", m->status_rate);
-        (void) sandbox_notifyf("STATUS=%s; %u of %u queues running; threads %s%s; cache %s%s", state,
+        /* The version last: after a live upgrade systemctl status shows the new one. */
+        (void) sandbox_notifyf("STATUS=%s; %u of %u queues running; threads %s%s; cache %s%s; vufsd %s", state,
                               info.running_queues, info.n_queues, thread_mode_to_string(es.mode), pool,
-                              cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate);
+                              cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate, vufsd_version());
 }
 
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -445,6 +446,8 @@ int manager_run(Manager *m) {
                 if (sandbox_upgrading()) {
                         log_upgrade(m);
                         sandbox_upgrade_took_over();
+                        if (r > 0)
+                                manager_status(m, "Frontend connected");
                 }
                 if (r > 0) {
                         uint64_t now;

@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -207,6 +210,38 @@ static int parse_dirents(const uint8_t *buf, int len, char *names, size_t size, 
         return n;
 }
 
+/* A NOTIFY_SOCKET for the vufsd started next, as the service manager's: returns its fd. */
+static int notify_socket(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+        ck_assert_int_ge(fd, 0);
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s/notify", h->dir);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
+        ck_assert_int_eq(setenv("NOTIFY_SOCKET", sa.sun_path, 1), 0);
+        return fd;
+}
+
+/* Whether a STATUS= with want arrives within 10 s (what systemctl status shows). */
+static bool status_says(int fd, const char *want, char *last, size_t size) {
+        for (int i = 0; i < 200; i++) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                char buf[1024];
+                ssize_t n;
+
+                if (poll(&p, 1, 50) <= 0)
+                        continue;
+                while ((n = recv(fd, buf, sizeof buf - 1, 0)) > 0) {
+                        buf[n] = '\0';
+                        if (strstr(buf, "STATUS="))
+                                snprintf(last, size, "%s", buf);
+                        if (strstr(buf, "STATUS=") && strstr(buf, want))
+                                return true;
+                }
+        }
+        return false;
+}
+
 enum { DIR_ENTRIES = 60 };
 
 /* Upgrades with fsctl; returns its output's first line. */
@@ -225,7 +260,8 @@ START_TEST(test_upgrade_keeps_the_session) {
         uint8_t buf[4096];
         FeFuseReq *inflight[8];
         pid_t before, after;
-        int n, got = 0;
+        int n, got = 0, notify;
+        char status[1024] = "";
 
         ck_assert_int_eq(fe_harness_put_file(h, "data", "0123456789"), 0);
         {
@@ -237,7 +273,9 @@ START_TEST(test_upgrade_keeps_the_session) {
                 snprintf(name, sizeof name, "dir/entry-%02d", i);
                 ck_assert_int_eq(fe_harness_put_file(h, name, ""), 0);
         }
+        notify = notify_socket();
         start("--crash-restarts=5");
+        ck_assert_int_eq(unsetenv("NOTIFY_SOCKET"), 0);
         version(v0, sizeof v0);
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "data", &ef), 0);
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "dir", &ed), 0);
@@ -274,6 +312,9 @@ START_TEST(test_upgrade_keeps_the_session) {
         ck_assert_msg(runs_installed(after), "the new serving process does not run the file at %s", exe);
         version(v1, sizeof v1);
         ck_assert_msg(strcmp(v0, v1) != 0 && strstr(v1, "+test-hooks"), "version %s before, %s after", v0, v1);
+        /* The service manager's STATUS= says it too (systemctl status). */
+        ck_assert_msg(status_says(notify, v1, status, sizeof status), "no STATUS= with %s; the last: %s", v1, status);
+        close(notify);
 
         /* The same node ids, the same handles, correct data. */
         ck_assert_int_eq(fe_fuse_write(c, ef.nodeid, wfh, 4, "EF", 2), 2);
