@@ -425,6 +425,28 @@ START_TEST(test_many_open_files) {
 }
 END_TEST
 
+/* The listening socket goes to the new binary too: with --keep-listening a frontend that leaves
+ * after an upgrade is followed by another that the new process accepts. */
+START_TEST(test_listening_socket_kept) {
+        char bus_arg[600], out[4096];
+        const char *extra[] = { bus_arg, "--instance=up1", "--crash-restarts=5", "--keep-listening", NULL };
+        struct fuse_entry_out e;
+
+        snprintf(bus_arg, sizeof bus_arg, "--bus=%s", bus_address);
+        ck_assert_int_eq(fe_harness_spawn_vufsd(h, extra), 0);
+        ck_assert_int_eq(fe_harness_session(h, &fe, &c), 0);
+        install(binary(1));
+        upgrade(out, sizeof out);
+        ck_assert_int_eq(fe_fuse_mkdir(c, FUSE_ROOT_ID, "first", 0755, &e), 0);
+        c = fe_fuse_free(c);
+        fe = fe_free(fe);
+        ck_assert_int_eq(fe_harness_session(h, &fe, &c), 0);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "first", &e), 0);
+        ck_assert_int_eq(fe_fuse_mkdir(c, FUSE_ROOT_ID, "second", 0755, &e), 0);
+        ck_assert(runs_installed(fe_harness_serving_pid(h)));
+}
+END_TEST
+
 /* No binary at the path any more: the upgrade falls back to the running code with the same
  * session, and says so; the guest is served on. */
 START_TEST(test_missing_binary_falls_back) {
@@ -512,6 +534,7 @@ static Suite *upgrade_suite(void) {
         tcase_add_test(tc, test_upgrade_keeps_the_session);
         tcase_add_test(tc, test_upgrades_in_a_row);
         tcase_add_test(tc, test_many_open_files);
+        tcase_add_test(tc, test_listening_socket_kept);
         tcase_add_test(tc, test_missing_binary_falls_back);
         tcase_add_test(tc, test_broken_binary_falls_back);
         tcase_add_test(tc, test_needs_crash_restarts);
