@@ -61,8 +61,8 @@ int migration_save(void *data, uint8_t **ret, size_t *ret_len, char *err, size_t
                 return r;
         m->last_bytes = *ret_len;
         m->last_usec = now_usec() - t0;
-        log_info("Migration: saved %zu nodes and %zu handles in %zu bytes (%" PRIu64 " us)", rep.nodes, rep.handles,
-                 *ret_len, m->last_usec);
+        log_info("Migration: saved %zu nodes, %zu handles and %zu lock ranges in %zu bytes (%" PRIu64 " us)", rep.nodes,
+                 rep.handles, rep.locks, *ret_len, m->last_usec);
         return 0;
 }
 
@@ -103,14 +103,15 @@ int migration_load(void *data, const uint8_t *buf, size_t len, char *err, size_t
                 fuse_server_reset(m->fs); /* nothing half-restored is served */
                 return r;
         }
-        if (rep.nodes_lost > 0 || rep.handles_lost > 0)
-                log_warning("Migration: %zu nodes and %zu handles were not found and answer errors to the guest "
-                            "(--migration-on-error=guest-error), the first: %s",
-                            rep.nodes_lost, rep.handles_lost, rep.first_problem);
+        if (rep.nodes_lost > 0 || rep.handles_lost > 0 || rep.locks_lost > 0)
+                log_warning("Migration: %zu nodes and %zu handles were not found and %zu lock ranges could not be taken "
+                            "again; they answer errors to the guest (--migration-on-error=guest-error), the first: %s",
+                            rep.nodes_lost, rep.handles_lost, rep.locks_lost, rep.first_problem);
         m->last_bytes = len;
         m->last_usec = now_usec() - t0;
-        log_info("Migration: restored %zu nodes and %zu handles from %zu bytes (%" PRIu64 " us)", rep.nodes, rep.handles,
-                 len, m->last_usec);
+        log_info("Migration: restored %zu nodes (%zu of them outside the inode fd clock), %zu handles and %zu lock ranges "
+                 "from %zu bytes (%" PRIu64 " us)",
+                 rep.nodes, rep.nodes_unnamed, rep.handles, rep.locks, len, m->last_usec);
         return 0;
 }
 

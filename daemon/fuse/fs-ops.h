@@ -177,6 +177,12 @@ typedef struct FsOps {
         int (*open)(void *fs, const FsCtx *c, uint64_t nodeid, int flags, bool kill_priv, uint64_t *ret_fh);
         int (*create)(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, int flags,
                       bool kill_priv, FsEntry *ret, uint64_t *ret_fh);
+        /* A CREATE answered again after the serving process that made its file died before the
+         * reply (fuse_server_replay()): opens the regular file name holds, as the caller, with
+         * flags (the guest's, without O_CREAT, O_EXCL and O_TRUNC); the entry counts a lookup as
+         * create()'s does. Makes nothing. NULL: the CREATE runs again. */
+        int (*open_created)(void *fs, const FsCtx *c, uint64_t parent, const char *name, int flags, FsEntry *ret,
+                            uint64_t *ret_fh);
         /* O_TMPFILE in the directory parent: the entry is a new unnamed file. */
         int (*tmpfile)(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, int flags, FsEntry *ret,
                        uint64_t *ret_fh);

@@ -97,6 +97,15 @@ typedef struct Req {
 
 enum { REPLAY_DONE = 1, REPLAY_STARTED = 2 };
 
+/* What a request a process that died had started (Req.replay) answers, or RUN_IT when its host
+ * call did not happen. */
+#define RUN_IT 1
+
+/* The recorded result of a call that returns 0 or an errno. Clamped: never a positive count here. */
+static inline int replayed_error(Req *r) {
+        return r->replay_result < -4095 || r->replay_result > 0 ? -EIO : (int) r->replay_result;
+}
+
 enum {
         OP_NO_REPLY = 1 << 0,  /* FORGET, BATCH_FORGET, INTERRUPT */
         OP_MODIFIES = 1 << 1,  /* EROFS with the readonly option */

@@ -127,14 +127,6 @@ int do_readlink(Req *r) {
         return reply_data(r, buf, (size_t) n);
 }
 
-/* What a request a process that died had started (Req.replay) answers, or RUN_IT when its host
- * call did not happen. Clamped: a result is the host's errno, never a positive count here. */
-#define RUN_IT 1
-
-static int replayed_error(Req *r) {
-        return r->replay_result < -4095 || r->replay_result > 0 ? -EIO : (int) r->replay_result;
-}
-
 /* Whether name is in parent now: looked up and forgotten again (no lookup count stays). */
 static int name_exists(Req *r, uint64_t parent, const char *name) {
         FsEntry e;
@@ -149,7 +141,7 @@ static int name_exists(Req *r, uint64_t parent, const char *name) {
         return e.nodeid != 0;
 }
 
-/* MKDIR, MKNOD, SYMLINK: the entry made is looked up (which counts the lookup its reply gives the
+/* MKDIR, MKNOD, SYMLINK, LINK: the entry made is looked up (which counts the lookup its reply gives the
  * guest, as the first run's reply would have). Died in the call: a name there before means EEXIST
  * (the call could not have made it); a name there now was made by it; none, it never ran. */
 static int replayed_entry(Req *r, const char *name, FsEntry *e) {
@@ -300,8 +292,14 @@ int do_link(Req *r) {
         k = single_name(r, sizeof(struct fuse_link_in), &name, false);
         if (k < 0)
                 return k;
-        /* in.nodeid is the directory, oldnodeid the inode that gets the new name. */
-        k = r->s->ops->link(r->s->fs, &r->ctx, ARG(r, struct fuse_link_in)->oldnodeid, r->in.nodeid, name, &e);
+        /* in.nodeid is the directory, oldnodeid the inode that gets the new name. Replayed: the new
+         * name is looked up as a MKDIR's (replayed_entry()). */
+        k = r->replay ? replayed_entry(r, name, &e) : RUN_IT;
+        if (k == RUN_IT) {
+                k = r->s->ops->link(r->s->fs, &r->ctx, ARG(r, struct fuse_link_in)->oldnodeid, r->in.nodeid, name,
+                                    &e);
+                request_progress_host_done(k);
+        }
         if (k < 0)
                 return k;
         return reply_entry(r, &e);

@@ -39,6 +39,25 @@ int do_open(Req *r) {
         return reply_data(r, &out, sizeof out);
 }
 
+/* CREATE of a process that died after (or in) its host call: the file it made is opened
+ * (FsOps.open_created: as the caller, without O_CREAT, O_EXCL and O_TRUNC, all done already), as
+ * the first run's reply would have given it. Died in the call: a name there before means EEXIST
+ * for O_EXCL, else the call (an open of what is there) runs again; a name there now was made by
+ * it; none, it never ran. A file gone since (removed by another process) is made again. */
+static int replayed_create(Req *r, const char *name, int flags, FsEntry *e, uint64_t *fh) {
+        int k;
+
+        if (r->replay == REPLAY_DONE && r->replay_result < 0)
+                return replayed_error(r);
+        if (r->replay == REPLAY_STARTED && r->replay_result)
+                return (flags & O_EXCL) ? -EEXIST : RUN_IT;
+        if (!r->s->ops->open_created)
+                return RUN_IT;
+        k = r->s->ops->open_created(r->s->fs, &r->ctx, r->in.nodeid, name, flags & ~(O_CREAT | O_EXCL | O_TRUNC), e,
+                                    fh);
+        return k == -ENOENT ? RUN_IT : k;
+}
+
 static int create_common(Req *r, bool tmpfile) {
         const struct fuse_create_in *c = ARG(r, struct fuse_create_in);
         struct {
@@ -63,8 +82,13 @@ static int create_common(Req *r, bool tmpfile) {
                 k = take_name(&p, &left, &name, false);
                 if (k < 0)
                         return k;
-                k = r->s->ops->create(r->s->fs, &r->ctx, r->in.nodeid, name, c->mode, (int) c->flags, kill, &e,
-                                      &out.o.fh);
+                /* A TMPFILE runs again: the unnamed file the dead process made went with its fd. */
+                k = r->replay ? replayed_create(r, name, (int) c->flags, &e, &out.o.fh) : RUN_IT;
+                if (k == RUN_IT) {
+                        k = r->s->ops->create(r->s->fs, &r->ctx, r->in.nodeid, name, c->mode, (int) c->flags, kill,
+                                              &e, &out.o.fh);
+                        request_progress_host_done(k);
+                }
         }
         if (k < 0)
                 return k;
@@ -162,6 +186,11 @@ int do_flush(Req *r) {
 
 int do_fallocate(Req *r) {
         const struct fuse_fallocate_in *f = ARG(r, struct fuse_fallocate_in);
+
+        /* Done by a process that died before its reply: that result (its handle is not the next
+         * process's, and a COLLAPSE_RANGE or INSERT_RANGE must not run twice). */
+        if (r->replay == REPLAY_DONE)
+                return replayed_error(r);
         return r->s->ops->fallocate(r->s->fs, &r->ctx, r->in.nodeid, f->fh, (int) f->mode, f->offset, f->length);
 }
 
@@ -183,6 +212,10 @@ int do_copy_file_range(Req *r) {
         const struct fuse_copy_file_range_in *c = ARG(r, struct fuse_copy_file_range_in);
         ssize_t n;
 
+        /* Copied by a process that died before its reply: that count (its handles are not the next
+         * process's), as a WRITE's. */
+        if (r->replay == REPLAY_DONE)
+                return reply_written(r, (ssize_t) r->replay_result);
         /* The reply's size is 32 bits: copy at most what it can report (the kernel's own cap). */
         n = r->s->ops->copy_file_range(r->s->fs, &r->ctx, r->in.nodeid, c->fh_in, c->off_in, c->nodeid_out,
                                        c->fh_out, c->off_out, MIN(c->len, (uint64_t) 0x7ffff000),

@@ -5,6 +5,7 @@
 
 #include "fs-names.h"
 #include "fuse-internal.h"
+#include "request-progress.h"
 #include "xattr-map.h"
 
 /* --xattrmap: the host name for the guest's (malloc'd in *ret, NULL without a map). */
@@ -47,8 +48,14 @@ int do_setxattr(Req *r) {
         k = host_xattr_name(r, name, &mapped);
         if (k < 0)
                 return k;
-        return r->s->ops->setxattr(r->s->fs, &r->ctx, r->in.nodeid, mapped ?: name, p, x->size, (int) x->flags,
-                                   hdr == sizeof *x && (x->setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID));
+        /* Done by a process that died before its reply: that result (run again, an XATTR_CREATE
+         * would answer EEXIST to its own attribute). */
+        if (r->replay == REPLAY_DONE)
+                return replayed_error(r);
+        k = r->s->ops->setxattr(r->s->fs, &r->ctx, r->in.nodeid, mapped ?: name, p, x->size, (int) x->flags,
+                                hdr == sizeof *x && (x->setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID));
+        request_progress_host_done(k);
+        return k;
 }
 
 /* GETXATTR and LISTXATTR: size 0 asks how much is needed; otherwise the data, ERANGE if larger. */
@@ -143,5 +150,10 @@ int do_removexattr(Req *r) {
         k = host_xattr_name(r, name, &mapped);
         if (k < 0)
                 return k;
-        return r->s->ops->removexattr(r->s->fs, &r->ctx, r->in.nodeid, mapped ?: name);
+        /* As SETXATTR's: run again it would answer ENODATA for its own removal. */
+        if (r->replay == REPLAY_DONE)
+                return replayed_error(r);
+        k = r->s->ops->removexattr(r->s->fs, &r->ctx, r->in.nodeid, mapped ?: name);
+        request_progress_host_done(k);
+        return k;
 }

@@ -99,9 +99,7 @@ int finish_new_entry(Passthrough *p, const FsCtx *c, int dirfd, const char *name
         return r;
 }
 
-/* Right before a host call on name in dirfd (request-progress.h): whether name is there, which a
- * process taking over compares with what it finds. Only when someone records it. */
-static void progress_started(int dirfd, const char *name) {
+void entry_progress_started(int dirfd, const char *name) {
         struct stat st;
 
         if (request_progress_wanted())
@@ -144,7 +142,7 @@ static int create_as_caller(Passthrough *p, const FsCtx *c, uint64_t parent, con
         r = get_dir_fd(p, parent, &dir, &d);
         if (r < 0)
                 return r;
-        progress_started(d.fd, name);
+        entry_progress_started(d.fd, name);
         r = credentials_enter(&cr, c->uid, c->gid, c->groups, c->n_groups, c->has_umask, c->umask);
         if (r < 0)
                 return r;
@@ -243,7 +241,7 @@ static int remove_name(Passthrough *p, const FsCtx *c, uint64_t parent, const ch
         r = sticky_permission(c, d.fd, &dstx, name);
         if (r < 0)
                 return r;
-        progress_started(d.fd, name);
+        entry_progress_started(d.fd, name);
         r = unlinkat(d.fd, name, flags) < 0 ? negative_errno() : 0;
         request_progress_host_done(r);
         return r;
@@ -284,7 +282,7 @@ int pt_rename(void *fs, const FsCtx *c, uint64_t parent, const char *name, uint6
         moved = inode_of_name(p, fa.fd, name);
         if (flags & RENAME_EXCHANGE)
                 over = inode_of_name(p, fb.fd, newname);
-        progress_started(fa.fd, name);
+        entry_progress_started(fa.fd, name);
         r = syscall(SYS_renameat2, fa.fd, name, fb.fd, newname, flags) < 0 ? negative_errno() : 0;
         request_progress_host_done(r);
         if (r < 0)
@@ -318,7 +316,10 @@ int pt_link(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t newparent, const
         /* Linking the O_PATH handle through its /proc/self/fd entry names exactly the inode we hold
          * (no path is resolved) and needs no CAP_DAC_READ_SEARCH, unlike AT_EMPTY_PATH. */
         proc_name(name, f.fd);
-        if (linkat(p->proc_self_fd, name, d.fd, newname, AT_SYMLINK_FOLLOW) < 0)
-                return negative_errno();
+        entry_progress_started(d.fd, newname);
+        r = linkat(p->proc_self_fd, name, d.fd, newname, AT_SYMLINK_FOLLOW) < 0 ? negative_errno() : 0;
+        request_progress_host_done(r); /* at once: a process killed from here on must not link again */
+        if (r < 0)
+                return r;
         return entry_again(p, i, ret);
 }

@@ -20,6 +20,11 @@ int finish_new_entry(Passthrough *p, const FsCtx *c, int dirfd, const char *name
 const MappedMeta *new_entry_map(Passthrough *p, const FsCtx *c, mode_t mode, dev_t rdev, MappedMeta *m,
                                 mode_t *host_mode);
 
+/* Right before a host call that makes or removes name in dirfd (request-progress.h): records
+ * whether name is there, which a process taking over after a death in the call compares with what
+ * it finds. Only when someone records it (--crash-restarts): one fstatat. */
+void entry_progress_started(int dirfd, const char *name);
+
 /* FsOps.mknod, mkdir, symlink, unlink, rmdir, rename and link. */
 int pt_mknod(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev, FsEntry *ret);
 int pt_mkdir(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, FsEntry *ret);

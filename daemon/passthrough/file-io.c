@@ -205,6 +205,7 @@ int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_
         /* A name removed between the two steps below is created again: a few times, as a guest
          * racing a remover would see either outcome. */
         for (unsigned attempt = 0;; attempt++) {
+                entry_progress_started(d.fd, name);
                 r = credentials_enter(&cr, c->uid, c->gid, c->groups, c->n_groups, c->has_umask, c->umask);
                 if (r < 0)
                         return r;
@@ -214,8 +215,14 @@ int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_
                                     guest_mode(p, hmode, S_IFREG));
                 r = MIN(fd, 0);
                 credentials_leave(&cr);
-                if (r != -EEXIST || (flags & O_EXCL))
+                if (r != -EEXIST || (flags & O_EXCL)) {
+                        /* At once: a process killed from here on must not create the file again
+                         * (an O_EXCL one would answer EEXIST to its own create); the next one
+                         * opens it (pt_open_created()). An existing name opened below changes
+                         * nothing an open again would not: no record. */
+                        request_progress_host_done(r);
                         break;
+                }
                 /* Plain O_CREAT on an existing name: the guest kernel took it for absent and checked
                  * only the parent, so the open is the caller's, checked by the host. */
                 r = create_open_existing(p, c, dir, d.fd, name, hflags & ~O_EXCL, kill_priv, ret, ret_fh);
@@ -225,6 +232,23 @@ int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_
         if (r < 0)
                 return r;
         return register_new_file(p, c, fd, hflags, dir, d.fd, name, map, ret, ret_fh);
+}
+
+int pt_open_created(void *fs, const FsCtx *c, uint64_t parent, const char *name, int flags, FsEntry *ret,
+                    uint64_t *ret_fh) {
+        Passthrough *p = fs;
+        _cleanup_(inode_unrefp) Inode *dir = NULL;
+        _cleanup_(inode_fd_done) InodeFd d = INODE_FD_NULL;
+        int r;
+
+        r = get_dir_fd(p, parent, &dir, &d);
+        if (r < 0)
+                return r;
+        /* As the caller, as a CREATE of an existing name: never as the daemon, even though the
+         * file is (most likely) the caller's own. */
+        return create_open_existing(p, c, dir, d.fd, name,
+                                    host_open_flags(p, flags) & ~(O_DIRECTORY | O_CREAT | O_EXCL | O_TRUNC), false, ret,
+                                    ret_fh);
 }
 
 int pt_tmpfile(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, int flags, FsEntry *ret,
@@ -377,7 +401,10 @@ int pt_fallocate(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, int mod
         r = xattr_drop_capability(p, h->inode, h->fd); /* the kernel's vfs_fallocate() does too */
         if (r < 0)
                 return r;
-        return fallocate(h->fd, mode, (off_t) off, (off_t) len) < 0 ? negative_errno() : 0;
+        r = fallocate(h->fd, mode, (off_t) off, (off_t) len) < 0 ? negative_errno() : 0;
+        /* At once: COLLAPSE_RANGE and INSERT_RANGE done twice would move the data twice. */
+        request_progress_host_done(r);
+        return r;
 }
 
 int64_t pt_lseek(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, int64_t off, int whence) {
@@ -417,5 +444,7 @@ ssize_t pt_copy_file_range(void *fs, const FsCtx *c, uint64_t nodeid_in, uint64_
         if (r < 0)
                 return r;
         n = copy_file_range(a->fd, &oi, b->fd, &oo, (size_t) MIN(len, (uint64_t) SSIZE_MAX), 0);
-        return n < 0 ? negative_errno() : n;
+        n = n < 0 ? negative_errno() : n;
+        request_progress_host_done(n); /* at once: the next process answers this count */
+        return n;
 }

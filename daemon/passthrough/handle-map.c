@@ -2,6 +2,7 @@
 #include "handle-map.h"
 
 #include <errno.h>
+#include <fcntl.h>
 /* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
 #include "util.h"
 #include <glib.h>
@@ -57,8 +58,11 @@ uint64_t handle_map_dir_drops(HandleMap *m) {
 
 static void handle_destroy(Handle *h) {
         fd_budget_close(h->map->budget, h->fd);
+        if (h->charged)
+                fd_budget_release(h->map->budget);
         dir_stream_done(&h->stream);
         pthread_mutex_destroy(&h->dir_lock);
+        pthread_mutex_destroy(&h->flock_lock);
         inode_unref(h->inode);
         free(h);
 }
@@ -95,6 +99,8 @@ static Handle *handle_alloc(HandleMap *m, Inode *inode, int fd, int flags, bool 
         h->dir = dir;
         h->refs = 1;
         pthread_mutex_init(&h->dir_lock, NULL);
+        pthread_mutex_init(&h->flock_lock, NULL);
+        h->flock_type = F_UNLCK;
         dir_stream_init(&h->stream, dir ? &m->dir_pool : NULL);
         return h;
 }
@@ -107,9 +113,16 @@ int handle_map_insert(HandleMap *m, uint64_t fh, Inode *inode, int fd, int flags
                 fd_budget_close(m->budget, fd);
                 return -EINVAL;
         }
+        /* No fd, no charge otherwise: four million such handles held 700 MB under any fd budget. */
+        if (fd < 0 && !fd_budget_take(m->budget))
+                return -ENFILE;
         h = handle_alloc(m, inode, fd, flags, dir);
-        if (!h)
+        if (!h) {
+                if (fd < 0)
+                        fd_budget_release(m->budget);
                 return -ENOMEM;
+        }
+        h->charged = fd < 0;
         h->fh = fh;
         pthread_mutex_lock(&s->lock);
         if (g_hash_table_contains(s->by_fh, &fh)) {

@@ -25,10 +25,17 @@ typedef struct Handle {
         int fd;           /* opened for I/O (regular file or directory), owned */
         int flags;        /* open flags as used on the host */
         bool dir;
+        bool charged;     /* fd is -1 and one fd of the budget is held for it (handle_map_insert()) */
         /* Serialises directory reads on a directory handle: the position lives in the open file and
          * the entries read ahead in stream. Only READDIR(PLUS) takes it. */
         pthread_mutex_t dir_lock;
         DirStream stream; /* directory handles; under dir_lock */
+        /* The flock() this open file holds as granted to the guest (F_UNLCK, F_RDLCK or F_WRLCK),
+         * so a saved session can carry it (the kernel lists no open file's flock). flock_lock
+         * serialises each non-blocking flock() with the update, so two queues flocking through one
+         * handle record what the kernel did last; never held across a wait. */
+        pthread_mutex_t flock_lock;
+        _Atomic short flock_type; /* written under flock_lock, read without it */
         /* In-flight users + 1 while in the map. Atomic: only finding a handle by fh takes the shard
          * lock, dropping it takes none. */
         _Atomic uint64_t refs;
@@ -72,7 +79,9 @@ int handle_map_foreach(HandleMap *m, int (*fn)(Handle *h, void *ud), void *ud);
 
 /* Registers fd (taken over; -1: a handle whose every use fails with EBADF, kept so the guest's fh
  * stays valid until it releases it) under the given fh (> 0) on inode. -EEXIST when fh is
- * taken. Later fhs of its shard come after it. Not with requests running. */
+ * taken. Later fhs of its shard come after it. Not with requests running. A handle without an fd
+ * is charged to the fd budget as if it held one (-ENFILE when it is spent): a migration stream
+ * must not make the daemon keep more handles than a guest could (docs/security.md "Bounds"). */
 int handle_map_insert(HandleMap *m, uint64_t fh, Inode *inode, int fd, int flags, bool dir);
 
 /* Removes every handle (new session). */

@@ -60,15 +60,18 @@ static int caller_to_host(const IdTranslateFs *t, const FsCtx *c, FsCtx *ret, gi
 
 /* The caller in host ids for an operation that acts as the daemon but checks the caller's rights
  * on the host's attributes (host-permission.h), with room for its groups. Guest root stays root
- * (it acts as the daemon there, squashed or not, as before the check). A forbidden id is nobody on
- * the host: it gets the rights of "other", with an id that owns no inode and is not root. */
+ * (it acts as the daemon there, squashed or not, as before the check) unless a forbid-guest entry
+ * covers uid 0. A forbidden id is nobody on the host: it gets the rights of "other", with an id
+ * that owns no inode and is not root (guest root included: before, it passed as root unchecked). */
 typedef struct HostCaller {
         FsCtx ctx;
         gid_t groups[FS_CTX_MAX_GROUPS];
 } HostCaller;
 
 static const FsCtx *caller_for_check(const IdTranslateFs *t, const FsCtx *c, HostCaller *h) {
-        if (c->uid == 0)
+        uint32_t root;
+
+        if (c->uid == 0 && id_translate_to_host(t->uid, 0, &root) >= 0)
                 return c;
         if (caller_to_host(t, c, &h->ctx, h->groups) < 0) {
                 h->ctx = *c;
@@ -112,6 +115,7 @@ typedef enum MakeOp {
         MAKE_MKDIR,
         MAKE_SYMLINK,
         MAKE_CREATE,
+        MAKE_OPEN_CREATED, /* makes nothing, but opens as the caller what a CREATE made */
         MAKE_TMPFILE,
 } MakeOp;
 
@@ -119,12 +123,12 @@ typedef struct MakeArgs {
         MakeOp op;
         uint64_t parent;
         const char *name;   /* all but tmpfile */
-        mode_t mode;        /* all but symlink */
+        mode_t mode;        /* all but symlink and open_created */
         dev_t rdev;         /* mknod */
         const char *target; /* symlink */
-        int flags;          /* create, tmpfile */
+        int flags;          /* create, open_created, tmpfile */
         bool kill_priv;     /* create */
-        uint64_t *ret_fh;   /* create, tmpfile */
+        uint64_t *ret_fh;   /* create, open_created, tmpfile */
 } MakeArgs;
 
 /* The inner operation a MakeArgs names, for the caller h (already in host ids). */
@@ -138,6 +142,8 @@ static int make_call(const IdTranslateFs *t, const FsCtx *h, const MakeArgs *a, 
                 return t->ops->symlink(t->fs, h, a->parent, a->name, a->target, ret);
         case MAKE_CREATE:
                 return t->ops->create(t->fs, h, a->parent, a->name, a->mode, a->flags, a->kill_priv, ret, a->ret_fh);
+        case MAKE_OPEN_CREATED:
+                return t->ops->open_created(t->fs, h, a->parent, a->name, a->flags, ret, a->ret_fh);
         case MAKE_TMPFILE:
                 return t->ops->tmpfile(t->fs, h, a->parent, a->mode, a->flags, ret, a->ret_fh);
         }
@@ -262,6 +268,12 @@ static int tr_create(void *fs, const FsCtx *c, uint64_t parent, const char *name
                      bool kill_priv, FsEntry *ret, uint64_t *ret_fh) {
         MakeArgs a = { .op = MAKE_CREATE, .parent = parent, .name = name, .mode = mode, .flags = flags,
                        .kill_priv = kill_priv, .ret_fh = ret_fh };
+        return make_as_caller(fs, c, &a, ret);
+}
+
+static int tr_open_created(void *fs, const FsCtx *c, uint64_t parent, const char *name, int flags, FsEntry *ret,
+                           uint64_t *ret_fh) {
+        MakeArgs a = { .op = MAKE_OPEN_CREATED, .parent = parent, .name = name, .flags = flags, .ret_fh = ret_fh };
         return make_as_caller(fs, c, &a, ret);
 }
 
@@ -441,6 +453,7 @@ const FsOps id_translate_fs_ops = {
         .link = tr_link,
         .open = tr_open,
         .create = tr_create,
+        .open_created = tr_open_created,
         .tmpfile = tr_tmpfile,
         .read = tr_read,
         .write = tr_write,

@@ -13,6 +13,7 @@
 #include "fd-budget.h"
 #include "handle-map.h"
 #include "inode-fd.h"
+#include "lock-set.h"
 #include "passthrough-internal.h"
 
 /* One guest lock owner's POSIX locks on an inode: an OFD of its own, so that owners conflict and
@@ -24,8 +25,15 @@
 typedef struct PLock {
         int fd; /* owned; one fd of the budget */
         uint64_t fh; /* the handle it was taken through (fh values are never reused) */
+        uint64_t owner;
         FdBudget *budget; /* where the fd is given back */
         _Atomic unsigned refs; /* the table's, plus one per request using fd */
+        /* The ranges the kernel granted this owner (lock-set.h), for a saved session. set_lock
+         * makes each F_OFD_SETLK and its update one step, so that two queues of one owner record
+         * the ranges in the order the kernel applied them; it is held for one non-blocking fcntl,
+         * never across a wait (waits poll). */
+        pthread_mutex_t set_lock;
+        LockSet ranges;
 } PLock;
 
 static void plock_unref(PLock *l) {
@@ -35,6 +43,8 @@ static void plock_unref(PLock *l) {
         if (atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
                 return;
         fd_budget_close(l->budget, l->fd);
+        lock_set_done(&l->ranges);
+        pthread_mutex_destroy(&l->set_lock);
         free(l);
 }
 
@@ -59,18 +69,17 @@ void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
         plock_unref(v);
 }
 
-void plock_drop_handle(Passthrough *p, Handle *h) {
-        Inode *i = h->inode;
+/* Drops every lock owner's entry on i taken through fh. */
+static void drop_through(Inode *i, uint64_t fh) {
         g_autoptr(GPtrArray) gone = g_ptr_array_new_with_free_func(plock_unref_void);
         GHashTableIter it;
         gpointer k, v;
 
-        assert(atomic_load(&h->released));
         pthread_mutex_lock(&i->plock_mutex);
         if (i->plocks) {
                 g_hash_table_iter_init(&it, i->plocks);
                 while (g_hash_table_iter_next(&it, &k, &v))
-                        if (((PLock *)v)->fh == h->fh) {
+                        if (((PLock *)v)->fh == fh) {
                                 g_hash_table_iter_steal(&it);
                                 g_free(k);
                                 g_ptr_array_add(gone, v);
@@ -79,11 +88,17 @@ void plock_drop_handle(Passthrough *p, Handle *h) {
         pthread_mutex_unlock(&i->plock_mutex);
 }
 
+void plock_drop_handle(Passthrough *p, Handle *h) {
+        assert(atomic_load(&h->released));
+        drop_through(h->inode, h->fh);
+}
+
 /* The entry of one lock owner on h's inode, with a reference for the caller; its OFD is opened on
- * first use with the access mode of the handle the owner locks through. -EBADF once h is released:
- * the check is under plock_mutex, which plock_drop_handle() takes after the release, so no entry
- * for a released handle survives it. */
-static int plock_get(Passthrough *p, Handle *h, uint64_t owner, PLock **ret) {
+ * first use with the access mode of the handle the owner locks through (or is fd, an OFD handed
+ * over with its locks, taken over: closed when the owner has an entry already). -EBADF once h is
+ * released: the check is under plock_mutex, which plock_drop_handle() takes after the release, so
+ * no entry for a released handle survives it. */
+static int plock_get(Passthrough *p, Handle *h, uint64_t owner, int fd, PLock **ret) {
         Inode *i = h->inode;
         PLock *l = NULL, *found = NULL;
         int r = 0, nfd;
@@ -97,22 +112,23 @@ static int plock_get(Passthrough *p, Handle *h, uint64_t owner, PLock **ret) {
                 atomic_fetch_add_explicit(&found->refs, 1, memory_order_relaxed);
         }
         pthread_mutex_unlock(&i->plock_mutex);
-        if (r < 0)
+        if (r < 0 || found) {
+                fd_budget_close(&p->budget, fd);
+                if (found)
+                        *ret = found;
                 return r;
-        if (found) {
-                *ret = found;
-                return 0;
         }
 
-        nfd = open_inode(p, i, h->flags & O_ACCMODE);
+        nfd = fd >= 0 ? fd : open_inode(p, i, h->flags & O_ACCMODE);
         if (nfd < 0)
                 return nfd;
-        l = malloc(sizeof *l);
+        l = calloc(1, sizeof *l);
         if (!l) {
                 fd_budget_close(&p->budget, nfd);
                 return -ENOMEM;
         }
-        *l = (PLock){ .fd = nfd, .fh = h->fh, .budget = &p->budget };
+        *l = (PLock){ .fd = nfd, .fh = h->fh, .owner = owner, .budget = &p->budget };
+        pthread_mutex_init(&l->set_lock, NULL);
         atomic_init(&l->refs, 2); /* the table's and the caller's */
         pthread_mutex_lock(&i->plock_mutex);
         if (!i->plocks)
@@ -160,10 +176,12 @@ int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         r = handle_map_get(p->handles, fh, nodeid, 0, &h);
         if (r < 0)
                 return r;
+        if (h->fd < 0) /* lost in a migration (state-load.c) */
+                return -EBADF;
         r = flock_from_fs(&fl, lk);
         if (r < 0)
                 return r;
-        r = plock_get(p, h, owner, &l);
+        r = plock_get(p, h, owner, -1, &l);
         if (r < 0)
                 return r;
         if (fcntl(l->fd, F_OFD_GETLK, &fl) < 0)
@@ -192,6 +210,89 @@ static int lock_wait_step(const FsCtx *c, long *delay_us) {
         return 0;
 }
 
+/* One non-blocking attempt of l's owner to lock fl ([start, end] of type), recorded in its ranges
+ * when the kernel grants it. */
+static int plock_try(PLock *l, const struct flock *fl, uint64_t start, uint64_t end) {
+        struct flock attempt = *fl;
+        int r;
+
+        pthread_mutex_lock(&l->set_lock);
+        r = lock_set_reserve(&l->ranges);
+        if (r >= 0)
+                r = fcntl(l->fd, F_OFD_SETLK, &attempt) < 0 ? negative_errno() : 0;
+        if (r >= 0)
+                lock_set_apply(&l->ranges, start, end, fl->l_type);
+        pthread_mutex_unlock(&l->set_lock);
+        return r == -EACCES ? -EAGAIN : r;
+}
+
+/* One non-blocking flock() through h, recorded in h when granted. */
+static int flock_try(Handle *h, int op, short type) {
+        int r;
+
+        pthread_mutex_lock(&h->flock_lock);
+        r = flock(h->fd, op) < 0 ? negative_errno() : 0;
+        if (r >= 0)
+                h->flock_type = type;
+        pthread_mutex_unlock(&h->flock_lock);
+        return r;
+}
+
+/* The end of lk's range as the kernel keeps it (LOCK_SET_EOF: to the end). */
+static uint64_t fs_lock_end(const FsLock *lk) {
+        return lk->end >= LOCK_SET_EOF ? LOCK_SET_EOF : lk->end;
+}
+
+int plock_foreach(Inode *i, int (*fn)(uint64_t owner, uint64_t fh, int fd, const LockRange *r, size_t n, void *ud),
+                  void *ud) {
+        g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func(plock_unref_void);
+        GHashTableIter it;
+        gpointer v;
+        int r = 0;
+
+        pthread_mutex_lock(&i->plock_mutex);
+        if (i->plocks) {
+                g_hash_table_iter_init(&it, i->plocks);
+                while (g_hash_table_iter_next(&it, NULL, &v)) {
+                        atomic_fetch_add_explicit(&((PLock *) v)->refs, 1, memory_order_relaxed);
+                        g_ptr_array_add(all, v);
+                }
+        }
+        pthread_mutex_unlock(&i->plock_mutex);
+        for (guint k = 0; k < all->len && r >= 0; k++) {
+                PLock *l = all->pdata[k];
+                pthread_mutex_lock(&l->set_lock);
+                r = fn(l->owner, l->fh, l->fd, l->ranges.r, l->ranges.n, ud);
+                pthread_mutex_unlock(&l->set_lock);
+        }
+        return r;
+}
+
+short handle_flock_type(Handle *h) {
+        return atomic_load(&h->flock_type);
+}
+
+int plock_restore(Passthrough *p, Handle *h, uint64_t owner, int fd, uint64_t start, uint64_t end, short type) {
+        FsLock lk = { .start = start, .end = end, .type = (uint32_t) type };
+        _cleanup_(plock_unrefp) PLock *l = NULL;
+        struct flock fl;
+        int r;
+
+        r = flock_from_fs(&fl, &lk);
+        if (r < 0) {
+                fd_budget_close(&p->budget, fd);
+                return r;
+        }
+        r = plock_get(p, h, owner, fd, &l);
+        if (r < 0)
+                return r;
+        return plock_try(l, &fl, start, fs_lock_end(&lk));
+}
+
+int flock_restore(Handle *h, short type) {
+        return flock_try(h, (type == F_RDLCK ? LOCK_SH : LOCK_EX) | LOCK_NB, type);
+}
+
 int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk, bool is_flock,
              bool wait) {
         Passthrough *p = fs;
@@ -203,6 +304,8 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         r = handle_map_get(p->handles, fh, nodeid, 0, &h);
         if (r < 0)
                 return r;
+        if (h->fd < 0) /* lost in a migration (state-load.c) */
+                return -EBADF;
         if (is_flock) {
                 int op;
 
@@ -219,9 +322,9 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
                         /* A wait through a handle the guest released is answered, not kept. */
                         if (atomic_load(&h->released))
                                 return -EBADF;
-                        if (flock(h->fd, op) >= 0)
+                        r = flock_try(h, op, (short) lk->type);
+                        if (r >= 0)
                                 return 0;
-                        r = negative_errno();
                         if (r != -EWOULDBLOCK || !wait)
                                 return r;
                         r = lock_wait_step(c, &delay_us);
@@ -233,22 +336,19 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         if (r < 0)
                 return r;
         for (;;) {
-                struct flock attempt = fl;
                 PLock *l = NULL;
 
                 /* The owner's entry afresh for every attempt: FLUSH of this owner on another queue
                  * may drop it meanwhile (its POSIX locks go, its wait goes on with a new one), and
                  * RELEASE of h ends the wait (EBADF). The reference keeps the fd open during the
                  * attempt, so its number never names another file. */
-                r = plock_get(p, h, owner, &l);
+                r = plock_get(p, h, owner, -1, &l);
                 if (r < 0)
                         return r;
-                r = fcntl(l->fd, F_OFD_SETLK, &attempt) < 0 ? negative_errno() : 0;
+                r = plock_try(l, &fl, lk->start, fs_lock_end(lk));
                 plock_unref(l);
                 if (r == 0)
                         return 0;
-                if (r == -EACCES)
-                        r = -EAGAIN;
                 if (r != -EAGAIN || !wait)
                         return r;
                 r = lock_wait_step(c, &delay_us);

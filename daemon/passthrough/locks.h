@@ -7,6 +7,7 @@
 #include "fs-ops.h"
 #include "handle-map.h"
 #include "inode-map.h"
+#include "lock-set.h"
 #include "passthrough.h"
 
 /* Drops the OFD lock fd of one lock owner (its POSIX locks go with it): FLUSH. */
@@ -19,3 +20,19 @@ void plock_drop_handle(Passthrough *p, Handle *h);
 int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, FsLock *lk);
 int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk, bool is_flock,
              bool wait);
+
+/* ---- the locks of a saved session (state-save.c, state-load.c; rings stopped) ---- */
+
+/* Calls fn for every lock owner with an entry on i: its owner, the fh it locks through, its OFD
+ * (borrowed) and its ranges (borrowed, n may be 0), under the owner's lock. Stops at fn's first
+ * negative return and returns it. */
+int plock_foreach(Inode *i, int (*fn)(uint64_t owner, uint64_t fh, int fd, const LockRange *r, size_t n, void *ud),
+                  void *ud);
+/* The flock h holds as granted to the guest: F_UNLCK, F_RDLCK or F_WRLCK. */
+short handle_flock_type(Handle *h);
+/* Takes [start, end] (end LOCK_SET_EOF: to the end) of type for owner through h without waiting,
+ * registered as a guest's SETLK registers it; fd: the owner's OFD handed over (taken over; its
+ * locks come with it), or -1 to open one. -EAGAIN when another open file holds a conflicting lock. */
+int plock_restore(Passthrough *p, Handle *h, uint64_t owner, int fd, uint64_t start, uint64_t end, short type);
+/* flock(LOCK_NB) of type through h, recorded; -EWOULDBLOCK on a conflict. */
+int flock_restore(Handle *h, short type);

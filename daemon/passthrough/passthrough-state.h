@@ -30,10 +30,14 @@ typedef struct PtStateOptions {
 typedef struct PtStateReport {
         size_t nodes, handles;            /* saved, or restored */
         size_t nodes_lost, handles_lost;  /* without a way to find them (save), or not found (load) */
+        size_t locks;                     /* lock ranges saved, or taken again */
+        size_t locks_lost;                /* load, guest-error: not taken again (a conflict on this host) */
+        size_t nodes_unnamed;             /* load: restored nodes with no parent node and name, outside the clock */
         char first_problem[256];          /* the first node or handle that was lost, and why */
 } PtStateReport;
 
-/* Adds every node the guest holds and every open handle to s (the session record is the caller's).
+/* Adds every node the guest holds, every open handle and every lock the guest holds (each range of
+ * each POSIX lock owner, each flock) to s (the session record is the caller's).
  * Only while no request runs (the rings are stopped). Nodes the source cannot describe (deleted
  * while the guest holds them, outside the share, a path that no longer confirms) are saved
  * without a location and counted in rep. */
@@ -47,8 +51,9 @@ typedef struct PtStateFds {
 } PtStateFds;
 void passthrough_state_fds_done(PtStateFds *f);
 
-/* passthrough_state_save() that also hands over fds: every node that holds an O_PATH fd and every
- * handle with an open file gets an fd slot in its record and a duplicate of that fd in *fds, so
+/* passthrough_state_save() that also hands over fds: every node that holds an O_PATH fd, every
+ * handle with an open file and every POSIX lock owner's OFD (on its first range: the locks come
+ * with the open file description) gets an fd slot in its record and a duplicate of that fd in *fds, so
  * the receiver takes them (passthrough_state_load()) instead of locating the files again — even
  * one deleted meanwhile. Nodes remembered by file handle hold no fd and go as saving describes
  * them. */
@@ -56,9 +61,15 @@ int passthrough_state_save_fds(Passthrough *p, const PtStateOptions *o, SessionS
                                PtStateReport *rep);
 
 /* Re-creates the nodes and handles of s, with the same nodeids and fhs, on a passthrough whose
- * session has just been reset. fds (n_fds of them, may be NULL): fds passed beside the stream; a
- * record's fd_slot takes fds[slot] (set to -1 in the array) instead of locating the file.
- * Anything not found fails the load (-ENOENT, -ESTALE, ... with the reason in rep->first_problem)
- * unless o->guest_error. On failure the caller resets the session. */
+ * session has just been reset, then takes every lock again without waiting (a POSIX range on its
+ * owner's OFD, opened as the guest's first SETLK opens it, or the one handed over; a flock on its
+ * handle's file). fds (n_fds of them, may be NULL): fds passed beside the stream; a record's
+ * fd_slot takes fds[slot] (set to -1 in the array) instead of locating the file. Restored nodes
+ * whose path's directory is the root or another restored node get it as their parent and name and
+ * join the clock of cached inode fds; the rest keep their fd (rep->nodes_unnamed). Anything not
+ * found, and a lock that conflicts with one held on this host (-EAGAIN), fails the load (with the
+ * reason in rep->first_problem) unless o->guest_error: then a lost lock's owner holds nothing on
+ * that node and the handle it was taken through answers EBADF. On failure the caller resets the
+ * session. */
 int passthrough_state_load(Passthrough *p, const PtStateOptions *o, const SessionState *s, int *fds, size_t n_fds,
                            PtStateReport *rep);

@@ -302,6 +302,7 @@ const FsOps passthrough_ops = {
         .link = pt_link,
         .open = pt_open,
         .create = pt_create,
+        .open_created = pt_open_created,
         .tmpfile = pt_tmpfile,
         .read = pt_read,
         .write = pt_write,

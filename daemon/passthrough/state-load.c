@@ -9,11 +9,16 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+/* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
+#include "util.h"
+#include <glib.h>
+
 #include "beneath.h"
 #include "file-handle.h"
 #include "handle-map.h"
 #include "inode-fd.h"
 #include "inode-map.h"
+#include "locks.h"
 #include "lookup.h"
 #include "passthrough-internal.h"
 
@@ -184,6 +189,115 @@ static int load_handle(LoadCtx *c, const StateHandle *h) {
         return 0;
 }
 
+/* The restored nodes that hold an O_PATH fd get a parent node and a name where their path's
+ * directory is the root or a restored directory node, so that they are ordinary members of the
+ * clock of cached inode fds (--max-inode-fds): evictable, re-opened by that name and checked to be
+ * the same inode. A stream names nodes by their path from the root (live migration) or in a
+ * parent node: every node's path from the root is put together first (parents come first), then
+ * looked up. Nodes with no such directory (it is no node the guest holds) keep their fd, outside
+ * the clock, as nodes found through ".." do. */
+static int name_restored(LoadCtx *c, const SessionState *s) {
+        g_autoptr(GHashTable) paths = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free); /* id -> path */
+        g_autoptr(GHashTable) dirs = g_hash_table_new(g_str_hash, g_str_equal); /* path -> StateNode of a directory */
+        size_t n = session_state_node_count(s);
+
+        for (size_t k = 0; k < n; k++) { /* parents first */
+                const StateNode *x = session_state_node(s, k);
+                const char *pp;
+                char *full;
+                if (!x->name)
+                        continue;
+                if (x->parent == STATE_ROOT_ID)
+                        full = g_strdup(x->name);
+                else if ((pp = g_hash_table_lookup(paths, &x->parent)))
+                        full = g_strconcat(pp, "/", x->name, NULL);
+                else
+                        continue;
+                if (!full)
+                        return -ENOMEM;
+                g_hash_table_insert(paths, (gpointer) &x->id, full);
+                if (x->type == S_IFDIR)
+                        g_hash_table_insert(dirs, full, (gpointer) x);
+        }
+        for (size_t k = 0; k < n; k++) {
+                const StateNode *x = session_state_node(s, k), *d;
+                _cleanup_(inode_unrefp) Inode *i = get_inode(c->p, x->id), *dir = NULL;
+                const char *full = g_hash_table_lookup(paths, &x->id), *slash;
+                if (!i || i->lost || i->handle || atomic_load_explicit(&i->parent, memory_order_relaxed))
+                        continue; /* not restored here, or no fd to bound */
+                slash = full ? strrchr(full, '/') : NULL;
+                if (full && !slash)
+                        dir = inode_ref(c->root);
+                else if (slash) {
+                        g_autofree char *up = g_strndup(full, (gsize) (slash - full));
+                        d = g_hash_table_lookup(dirs, up);
+                        dir = d ? get_inode(c->p, d->id) : NULL;
+                        if (dir && (dir->lost || dir->type != S_IFDIR))
+                                dir = (inode_unref(dir), NULL);
+                }
+                if (dir)
+                        inode_map_set_path(i, dir, slash ? slash + 1 : full);
+                if (!atomic_load_explicit(&i->parent, memory_order_relaxed))
+                        c->rep->nodes_unnamed++;
+        }
+        return 0;
+}
+
+static const char *lock_what(const StateLock *l) {
+        if (l->kind == STATE_LOCK_FLOCK)
+                return l->type == STATE_LOCK_READ ? "shared flock" : "exclusive flock";
+        return l->type == STATE_LOCK_READ ? "read lock" : "write lock";
+}
+
+/* Takes the guest's lock l again, without waiting. */
+static int load_lock(LoadCtx *c, const StateLock *l) {
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        short type = l->type == STATE_LOCK_READ ? F_RDLCK : F_WRLCK;
+        int fd, r;
+
+        fd = take_slot(c, l->fd_slot);
+        if (fd < -1)
+                return fd;
+        r = handle_map_get(c->p->handles, l->fh, l->node, 0, &h);
+        if (r < 0) {
+                fd_budget_close(&c->p->budget, fd);
+                return problem(c->rep, -EBADMSG, "a lock through handle %" PRIu64 ", which is no open file of node %" PRIu64,
+                               l->fh, l->node);
+        }
+        if (h->fd < 0) { /* the handle itself was lost (guest-error): it answers EBADF already */
+                fd_budget_close(&c->p->budget, fd);
+                c->rep->locks_lost++;
+                return 0;
+        }
+        if (l->kind == STATE_LOCK_FLOCK)
+                r = flock_restore(h, type);
+        else
+                r = plock_restore(c->p, h, l->owner, fd, l->start, l->end, type);
+        if (r >= 0) {
+                c->rep->locks++;
+                return 0;
+        }
+        if (r == -EAGAIN)
+                problem(c->rep, r, "node %" PRIu64 ": the guest's %s on [%" PRIu64 ", %" PRIu64 "] through handle %" PRIu64
+                        " conflicts with a lock held on this host", l->node, lock_what(l), l->start, l->end, l->fh);
+        else
+                problem(c->rep, r, "node %" PRIu64 ": the guest's %s through handle %" PRIu64 ": %s", l->node, lock_what(l),
+                        l->fh, strerror(-r));
+        if (!c->o->guest_error || r == -ENOMEM || r == -ENFILE)
+                return r;
+        /* The guest believes it holds the lock: the open file it took it through answers EBADF from
+         * now on (as a handle that could not be opened again), so that the program learns at its
+         * next use of the file instead of writing unprotected. The owner's other ranges on the node
+         * go too: it holds all of them or none. */
+        if (l->kind == STATE_LOCK_POSIX)
+                plock_drop_owner(c->p, h->inode, l->owner);
+        /* Closed, its budget fd kept as the charge of a handle without one (handle_map_insert()). */
+        h->fd = safe_close(h->fd);
+        h->charged = true;
+        c->rep->locks_lost++;
+        return 0;
+}
+
 int passthrough_state_load(Passthrough *p, const PtStateOptions *o, const SessionState *s, int *fds, size_t n_fds,
                            PtStateReport *rep) {
         _cleanup_(inode_unrefp) Inode *root = get_inode(p, FS_ROOT_ID);
@@ -217,8 +331,16 @@ int passthrough_state_load(Passthrough *p, const PtStateOptions *o, const Sessio
                 if (r < 0)
                         return r;
         }
+        r = name_restored(&c, s);
+        if (r < 0)
+                return r;
         for (size_t k = 0; k < session_state_handle_count(s); k++) {
                 r = load_handle(&c, session_state_handle(s, k));
+                if (r < 0)
+                        return r;
+        }
+        for (size_t k = 0; k < session_state_lock_count(s); k++) {
+                r = load_lock(&c, session_state_lock(s, k));
                 if (r < 0)
                         return r;
         }

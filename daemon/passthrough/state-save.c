@@ -17,6 +17,7 @@
 #include "handle-map.h"
 #include "inode-fd.h"
 #include "inode-map.h"
+#include "locks.h"
 #include "passthrough-internal.h"
 
 typedef struct SaveCtx {
@@ -200,6 +201,7 @@ static int save_handle(Handle *h, void *ud) {
                 .fd_slot = -1,
         };
         bool linked = h->inode->nodeid == FS_ROOT_ID || h->inode->linked;
+        short flock_type = h->dir ? F_UNLCK : handle_flock_type(h);
         int r = 0;
 
         if (h->dir) {
@@ -218,8 +220,54 @@ static int save_handle(Handle *h, void *ud) {
                 return 0;
         }
         r = session_state_add_handle(c->s, &x);
-        if (r >= 0)
-                c->rep->handles++;
+        if (r < 0)
+                return r;
+        c->rep->handles++;
+        if (flock_type != F_UNLCK) {
+                StateLock l = { .node = x.node, .fh = x.fh, .start = 0, .end = STATE_LOCK_END_MAX, .kind = STATE_LOCK_FLOCK,
+                                .type = flock_type == F_RDLCK ? STATE_LOCK_READ : STATE_LOCK_WRITE, .fd_slot = -1 };
+                r = session_state_add_lock(c->s, &l);
+                if (r < 0)
+                        return r;
+                c->rep->locks++;
+        }
+        return 0;
+}
+
+typedef struct OwnerCtx {
+        SaveCtx *c;
+        Inode *i;
+} OwnerCtx;
+
+/* One POSIX lock owner's ranges on a node, its OFD in an fd slot on the first. */
+static int save_owner(uint64_t owner, uint64_t fh, int fd, const LockRange *r, size_t n, void *ud) {
+        OwnerCtx *o = ud;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        int ret;
+
+        if (n == 0)
+                return 0;
+        /* Entries go with their handle's RELEASE: one whose handle is not there holds nothing
+         * the guest could still reach. */
+        if (handle_map_get(o->c->p->handles, fh, o->i->nodeid, 0, &h) < 0)
+                return 0;
+        for (size_t k = 0; k < n; k++) {
+                StateLock l = { .owner = owner, .node = o->i->nodeid, .fh = fh, .start = r[k].start, .end = r[k].end,
+                                .kind = STATE_LOCK_POSIX, .type = r[k].type == F_RDLCK ? STATE_LOCK_READ : STATE_LOCK_WRITE,
+                                .fd_slot = k == 0 ? give_fd(o->c, fd) : -1 };
+                ret = session_state_add_lock(o->c->s, &l);
+                if (ret < 0)
+                        return ret;
+                o->c->rep->locks++;
+        }
+        return 0;
+}
+
+static int save_node_locks(Inode *i, uint64_t nlookup, void *ud) {
+        OwnerCtx o = { ud, i };
+        int r = plock_foreach(i, save_owner, &o);
+
+        inode_unref(i);
         return r;
 }
 
@@ -250,5 +298,11 @@ int passthrough_state_save_fds(Passthrough *p, const PtStateOptions *o, SessionS
         r = inode_map_foreach(p->inodes, save_node, c);
         if (r < 0)
                 return r;
-        return handle_map_foreach(p->handles, save_handle, c);
+        r = handle_map_foreach(p->handles, save_handle, c);
+        if (r < 0)
+                return r;
+        r = save_node_locks(inode_ref(root), 0, c);
+        if (r < 0)
+                return r;
+        return inode_map_foreach(p->inodes, save_node_locks, c);
 }

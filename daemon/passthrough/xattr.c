@@ -44,12 +44,20 @@ static void xattr_leave(void) {
         errno = saved;
 }
 
+static bool xattr_name_allowed(Passthrough *p, const char *name);
+
 /* Sets the request's security labels on a new inode, with the daemon's privileges (security.*
- * names need CAP_SYS_ADMIN on the host; the guest's LSM chose the label). */
+ * names need CAP_SYS_ADMIN on the host; the guest's LSM chose the label). A label is a guest xattr
+ * name like SETXATTR's, mapped by --xattrmap: a host name SETXATTR refuses (map mode's own
+ * attribute, which ":map:security.:user.:" reaches) is refused here too, EPERM, and the new
+ * inode goes again (finish_new_entry()). */
 int xattr_set_labels(Passthrough *p, Inode *i, const FsCtx *c) {
         char path[16];
         int r;
 
+        for (unsigned k = 0; k < c->n_labels; k++)
+                if (!xattr_name_allowed(p, c->labels[k].name))
+                        return -EPERM;
         r = xattr_enter(p, i, path, NULL);
         if (r < 0)
                 return r;

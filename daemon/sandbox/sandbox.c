@@ -605,7 +605,10 @@ int sandbox_notify(const char *state) {
 }
 
 /* sd-event's own watchdog support pings through sd_notify(), which needs socket(): this timer
- * pings through sandbox_notify() instead, at half the service manager's interval. */
+ * pings through sandbox_notify() instead, at half the service manager's interval, and once right
+ * away: a serving process that took over from one that died (--crash-restarts) must not wait half
+ * the interval, or deaths closer together than that starve the watchdog and the service manager
+ * kills the unit (the systemd suite's crash case saw it after five kills 5 s apart). */
 static uint64_t watchdog_usec;
 
 static int on_watchdog(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -623,7 +626,7 @@ int sandbox_watchdog_attach(sd_event *e) {
         if (r <= 0)
                 return r;
         watchdog_usec = usec;
-        return sd_event_add_time_relative(e, NULL, CLOCK_MONOTONIC, usec / 2, 0, on_watchdog, NULL);
+        return sd_event_add_time_relative(e, NULL, CLOCK_MONOTONIC, 0, 0, on_watchdog, NULL);
 }
 
 int sandbox_notifyf(const char *format, ...) {

@@ -93,8 +93,8 @@ int sandbox_prepare(SandboxMode mode, const char *shared_dir, int *share_fd, con
 int sandbox_notify(const char *state);
 int sandbox_notifyf(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
-/* WATCHDOG=1 at half of $WATCHDOG_USEC through sandbox_notify() (sd_event_set_watchdog() would
- * use sd_notify()). 0 when the service manager wants no watchdog. */
+/* WATCHDOG=1 at once and then at half of $WATCHDOG_USEC through sandbox_notify()
+ * (sd_event_set_watchdog() would use sd_notify()). 0 when the service manager wants no watchdog. */
 int sandbox_watchdog_attach(sd_event *e);
 
 /* Step 2 (see above). Single-threaded or not: threads created after sandbox_prepare() share the

@@ -19,6 +19,7 @@ int session_state_new(SessionState **ret) {
                 return -ENOMEM;
         s->nodes = g_array_new(false, true, sizeof(StateNode));
         s->handles = g_array_new(false, true, sizeof(StateHandle));
+        s->locks = g_array_new(false, true, sizeof(StateLock));
         *ret = s;
         return 0;
 }
@@ -30,6 +31,7 @@ SessionState *session_state_free(SessionState *s) {
                 free(g_array_index(s->nodes, StateNode, i).name);
         g_array_free(s->nodes, true);
         g_array_free(s->handles, true);
+        g_array_free(s->locks, true);
         if (s->index)
                 g_hash_table_destroy(s->index);
         free(s);
@@ -84,9 +86,10 @@ int state_check_name(const char *name, size_t len, char *err, size_t errlen) {
 int state_check_node(const StateNode *n, char *err, size_t errlen) {
         int r;
 
-        if (n->id == 0 || n->id == STATE_ROOT_ID)
-                return state_error(err, errlen, -EBADMSG, "node id %" PRIu64 " (0 and the root are never records)",
-                                   n->id);
+        if (n->id == 0 || n->id == STATE_ROOT_ID || n->id > STATE_ID_MAX)
+                return state_error(err, errlen, -EBADMSG,
+                                   "node id %" PRIu64 " (0 and the root are never records, at most %" PRIu64 ")", n->id,
+                                   (uint64_t) STATE_ID_MAX);
         if (n->handle_len > STATE_HANDLE_MAX)
                 return state_error(err, errlen, -EBADMSG, "node %" PRIu64 ": a file handle of %u bytes", n->id,
                                    n->handle_len);
@@ -106,12 +109,37 @@ int state_check_node(const StateNode *n, char *err, size_t errlen) {
 }
 
 int state_check_handle(const StateHandle *h, char *err, size_t errlen) {
-        if (h->fh == 0)
-                return state_error(err, errlen, -EBADMSG, "handle 0");
+        if (h->fh == 0 || h->fh > STATE_ID_MAX)
+                return state_error(err, errlen, -EBADMSG, "handle %" PRIu64 " (fh 0 is never issued, at most %" PRIu64 ")",
+                                   h->fh, (uint64_t) STATE_ID_MAX);
         if (h->node == 0)
                 return state_error(err, errlen, -EBADMSG, "handle %" PRIu64 " on node 0", h->fh);
         if (h->fd_slot < -1)
                 return state_error(err, errlen, -EBADMSG, "handle %" PRIu64 ": fd slot %d", h->fh, h->fd_slot);
+        return 0;
+}
+
+/* What one lock record may hold, alone. */
+int state_check_lock(const StateLock *l, char *err, size_t errlen) {
+        if (l->fh == 0 || l->node == 0)
+                return state_error(err, errlen, -EBADMSG, "a lock through handle %" PRIu64 " on node %" PRIu64, l->fh,
+                                   l->node);
+        if (l->kind != STATE_LOCK_POSIX && l->kind != STATE_LOCK_FLOCK)
+                return state_error(err, errlen, -EBADMSG, "lock through handle %" PRIu64 ": unknown kind %u", l->fh,
+                                   l->kind);
+        if (l->type != STATE_LOCK_READ && l->type != STATE_LOCK_WRITE)
+                return state_error(err, errlen, -EBADMSG, "lock through handle %" PRIu64 ": bad type %u", l->fh, l->type);
+        if (l->start > l->end)
+                return state_error(err, errlen, -EBADMSG, "lock through handle %" PRIu64 ": start %" PRIu64 " > end %" PRIu64,
+                                   l->fh, l->start, l->end);
+        if (l->end > STATE_LOCK_END_MAX)
+                return state_error(err, errlen, -EBADMSG, "lock through handle %" PRIu64 ": end %" PRIu64 " past the largest offset",
+                                   l->fh, l->end);
+        if (l->fd_slot < -1)
+                return state_error(err, errlen, -EBADMSG, "lock through handle %" PRIu64 ": fd slot %d", l->fh, l->fd_slot);
+        if (l->kind == STATE_LOCK_FLOCK && (l->start != 0 || l->end != STATE_LOCK_END_MAX || l->fd_slot != -1))
+                return state_error(err, errlen, -EBADMSG, "flock through handle %" PRIu64 ": not the whole file, or an fd slot",
+                                   l->fh);
         return 0;
 }
 
@@ -137,13 +165,32 @@ int session_state_add_node(SessionState *s, const StateNode *n) {
         return 0;
 }
 
+/* One record more in a, at most cap: -E2BIG past it. */
+static int append_record(GArray *a, const void *x, guint cap) {
+        if (a->len >= cap)
+                return -E2BIG;
+        g_array_append_vals(a, x, 1);
+        return 0;
+}
+
 int session_state_add_handle(SessionState *s, const StateHandle *h) {
         if (state_check_handle(h, NULL, 0) < 0)
                 return -EINVAL;
-        if (s->handles->len >= STATE_MAX_HANDLES)
-                return -E2BIG;
-        g_array_append_val(s->handles, *h);
-        return 0;
+        return append_record(s->handles, h, STATE_MAX_HANDLES);
+}
+
+int session_state_add_lock(SessionState *s, const StateLock *l) {
+        if (state_check_lock(l, NULL, 0) < 0)
+                return -EINVAL;
+        return append_record(s->locks, l, STATE_MAX_LOCKS);
+}
+
+size_t session_state_lock_count(const SessionState *s) {
+        return s->locks->len;
+}
+
+const StateLock *session_state_lock(const SessionState *s, size_t i) {
+        return i < s->locks->len ? &g_array_index(s->locks, StateLock, i) : NULL;
 }
 
 size_t session_state_node_count(const SessionState *s) {
@@ -223,6 +270,79 @@ static int order_parents_first(SessionState *s, char *err, size_t errlen) {
         return 0;
 }
 
+/* A POSIX lock owner on a node: the key of its ranges. */
+static guint owner_hash(gconstpointer p) {
+        const StateLock *l = p;
+        return g_int64_hash(&l->owner) * 31u + g_int64_hash(&l->node);
+}
+
+static gboolean owner_equal(gconstpointer a, gconstpointer b) {
+        const StateLock *x = a, *y = b;
+        return x->owner == y->owner && x->node == y->node;
+}
+
+/* POSIX ranges by owner, node and start: the order overlaps are found in. */
+static gint by_owner_start(gconstpointer a, gconstpointer b) {
+        const StateLock *x = *(StateLock *const *) a, *y = *(StateLock *const *) b;
+
+        if (x->owner != y->owner)
+                return x->owner < y->owner ? -1 : 1;
+        if (x->node != y->node)
+                return x->node < y->node ? -1 : 1;
+        if (x->start != y->start)
+                return x->start < y->start ? -1 : 1;
+        return 0;
+}
+
+/* The locks against the handles (fhs: fh -> StateHandle) and one another. */
+static int check_locks(SessionState *s, GHashTable *fhs, GHashTable *slots, char *err, size_t errlen) {
+        g_autoptr(GHashTable) owners = g_hash_table_new(owner_hash, owner_equal); /* first record of each */
+        g_autoptr(GHashTable) with_slot = g_hash_table_new(owner_hash, owner_equal);
+        g_autoptr(GHashTable) flocks = g_hash_table_new(g_int64_hash, g_int64_equal);
+        g_autoptr(GPtrArray) posix = g_ptr_array_new();
+        int r;
+
+        for (guint i = 0; i < s->locks->len; i++) {
+                StateLock *l = &g_array_index(s->locks, StateLock, i);
+                const StateHandle *h = g_hash_table_lookup(fhs, &l->fh);
+                StateLock *first;
+                if (l->node != STATE_ROOT_ID && !session_state_find_node(s, l->node))
+                        return state_error(err, errlen, -EBADMSG, "a lock on node %" PRIu64 ", which is not in the state", l->node);
+                if (!h)
+                        return state_error(err, errlen, -EBADMSG, "a lock through handle %" PRIu64 ", which is not in the state",
+                                           l->fh);
+                if (h->node != l->node)
+                        return state_error(err, errlen, -EBADMSG, "a lock on node %" PRIu64 " through handle %" PRIu64 " of node %" PRIu64,
+                                           l->node, l->fh, h->node);
+                r = take_slot(slots, l->fd_slot, "lock through handle", l->fh, err, errlen);
+                if (r < 0)
+                        return r;
+                if (l->kind == STATE_LOCK_FLOCK) {
+                        if (!g_hash_table_add(flocks, &l->fh))
+                                return state_error(err, errlen, -EBADMSG, "two flocks through handle %" PRIu64, l->fh);
+                        continue;
+                }
+                g_ptr_array_add(posix, l);
+                if (l->fd_slot >= 0 && !g_hash_table_add(with_slot, l))
+                        return state_error(err, errlen, -EBADMSG, "lock owner %" PRIx64 " on node %" PRIu64 " with two fd slots",
+                                           l->owner, l->node);
+                first = g_hash_table_lookup(owners, l);
+                if (!first)
+                        g_hash_table_add(owners, l);
+                else if (first->fh != l->fh)
+                        return state_error(err, errlen, -EBADMSG, "lock owner %" PRIx64 " on node %" PRIu64 " through two handles",
+                                           l->owner, l->node);
+        }
+        g_ptr_array_sort(posix, by_owner_start);
+        for (guint i = 1; i < posix->len; i++) {
+                const StateLock *a = posix->pdata[i - 1], *b = posix->pdata[i];
+                if (a->owner == b->owner && a->node == b->node && a->end >= b->start)
+                        return state_error(err, errlen, -EBADMSG, "lock owner %" PRIx64 " on node %" PRIu64 ": ranges overlap at %" PRIu64,
+                                           b->owner, b->node, b->start);
+        }
+        return 0;
+}
+
 int state_check_relations(SessionState *s, char *err, size_t errlen) {
         g_autoptr(GHashTable) fhs = g_hash_table_new(g_int64_hash, g_int64_equal);
         g_autoptr(GHashTable) slots = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -263,7 +383,7 @@ int state_check_relations(SessionState *s, char *err, size_t errlen) {
 
         for (guint i = 0; i < s->handles->len; i++) {
                 StateHandle *h = &g_array_index(s->handles, StateHandle, i);
-                if (!g_hash_table_add(fhs, &h->fh))
+                if (!g_hash_table_insert(fhs, &h->fh, h))
                         return state_error(err, errlen, -EBADMSG, "handle %" PRIu64 " twice", h->fh);
                 if (h->node != STATE_ROOT_ID && !session_state_find_node(s, h->node))
                         return state_error(err, errlen, -EBADMSG, "handle %" PRIu64 ": node %" PRIu64 " is not in the state",
@@ -272,5 +392,5 @@ int state_check_relations(SessionState *s, char *err, size_t errlen) {
                 if (r < 0)
                         return r;
         }
-        return 0;
+        return check_locks(s, fhs, slots, err, errlen);
 }

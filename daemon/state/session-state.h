@@ -28,16 +28,24 @@
  *                         then name_len bytes of name, then handle_len bytes of file handle
  *     STATE_REC_HANDLE:  u64 fh, u64 node, i32 open_flags, u32 flags, i32 fd_slot, u32 reserved,
  *                         u64 dir_offset  (40 bytes)
+ *     STATE_REC_LOCK:    u64 owner, u64 node, u64 fh, u64 start, u64 end, u32 kind, u32 type,
+ *                         i32 fd_slot, u32 reserved  (56 bytes): one range of a lock the guest holds
  *
  * What the reader refuses, each with its own message: a stream shorter than its header or than
  * total_length says, longer than it, over the cap; a wrong magic, header size or reserved field; a
  * newer version; a bad checksum; a record that runs past the end, a payload of the wrong size, an
- * unknown record type; no session record or two; node id 0 or 1 (the root is implicit) or twice;
+ * unknown record type; no session record or two; node id 0 or 1 (the root is implicit), over
+ * STATE_ID_MAX or twice;
  * a parent that is not 0, 1 or a directory node of the stream, or a chain of parents that loops; a
  * name that is empty or longer than STATE_PATH_MAX, holds NUL, an empty, "." or ".." component or
- * one over STATE_NAME_MAX, or comes without a parent (or a parent without a name); a file handle over STATE_HANDLE_MAX bytes; a handle fh 0 or twice, or on a node the
+ * one over STATE_NAME_MAX, or comes without a parent (or a parent without a name); a file handle over STATE_HANDLE_MAX bytes; a handle fh 0, over STATE_ID_MAX or twice, or on a node the
  * stream does not hold; an fd slot below -1 or used twice; more than STATE_MAX_NODES nodes or
- * STATE_MAX_HANDLES handles. */
+ * STATE_MAX_HANDLES handles; a lock of an unknown kind or type, with start > end or an end past
+ * STATE_LOCK_END_MAX, through an fh the stream does not hold or that is open on another node, a
+ * flock not over the whole file or with an fd slot, or twice on one fh, on a node the stream does
+ * not hold, a lock owner's POSIX
+ * ranges on one node through two fhs, with two fd slots, or overlapping; more than
+ * STATE_MAX_LOCKS locks. */
 #pragma once
 
 #include <stdbool.h>
@@ -55,6 +63,7 @@ enum {
         STATE_REC_SESSION = 1,
         STATE_REC_NODE = 2,
         STATE_REC_HANDLE = 3,
+        STATE_REC_LOCK = 4,
 };
 
 /* Bounds of a stream a reader accepts. The byte cap is the caller's (session_state_decode's
@@ -62,9 +71,17 @@ enum {
 #define STATE_MAX_BYTES (1ull << 30)
 #define STATE_MAX_NODES (4u << 20)
 #define STATE_MAX_HANDLES (4u << 20)
+/* Lock ranges: a guest holding more fails the save (it stays on the source). */
+#define STATE_MAX_LOCKS (1u << 20)
 #define STATE_NAME_MAX 255u   /* one component */
 #define STATE_PATH_MAX 4095u  /* a name of several components */
 #define STATE_HANDLE_MAX 128u /* MAX_HANDLE_SZ */
+
+/* The largest node id and fh a stream may restore. Both are a sequence number shifted left past
+ * the shard bits (inode-map.h, handle-map.h), and a restored id moves its shard's sequence past
+ * it: from UINT64_MAX the next sequence (2^58) shifted out to 0, and ids were issued again from
+ * the start, over restored ones. A source counts up from 1 and never comes near. */
+#define STATE_ID_MAX ((UINT64_C(1) << 62) - 1)
 
 /* The root's node id (FS_ROOT_ID): always there, never a record. */
 #define STATE_ROOT_ID 1u
@@ -115,6 +132,30 @@ typedef struct StateHandle {
         uint64_t dir_offset; /* directories: the offset the guest continues from (informative) */
 } StateHandle;
 
+/* StateLock.kind */
+#define STATE_LOCK_POSIX 1u /* a POSIX (fcntl, OFD) lock of one guest lock owner */
+#define STATE_LOCK_FLOCK 2u /* a flock() lock: it belongs to the open file, the handle fh */
+/* StateLock.type */
+#define STATE_LOCK_READ 1u
+#define STATE_LOCK_WRITE 2u
+/* The end of a range that goes to the end of the file (FUSE's OFFSET_MAX). */
+#define STATE_LOCK_END_MAX ((uint64_t) INT64_MAX)
+
+/* One range of a lock the guest holds, as vufsd granted it: a POSIX lock owner's locks on a node
+ * are the set of its ranges after the kernel's replace, split and merge rules (so ranges of one
+ * owner never overlap, and adjacent ones differ in type); a flock covers the whole file. */
+typedef struct StateLock {
+        uint64_t owner; /* the guest's lock owner (POSIX); as the guest sent it (flock) */
+        uint64_t node;  /* the node it is on */
+        uint64_t fh;    /* the handle it was taken through (POSIX: the owner's first one) */
+        uint64_t start, end; /* inclusive; flock: 0 and STATE_LOCK_END_MAX */
+        uint32_t kind, type;
+        /* POSIX, a hand-over: the lock owner's open file description, which holds its locks,
+         * passed beside the stream (on one of the owner's records), or -1. Flock locks travel
+         * with their handle's fd. */
+        int32_t fd_slot;
+} StateLock;
+
 typedef struct SessionState SessionState;
 
 int session_state_new(SessionState **ret);
@@ -128,6 +169,7 @@ void session_state_set_session(SessionState *s, const StateSession *session);
  * a bad name, a handle too long); the relations between records are checked when encoding. */
 int session_state_add_node(SessionState *s, const StateNode *n);
 int session_state_add_handle(SessionState *s, const StateHandle *h);
+int session_state_add_lock(SessionState *s, const StateLock *l);
 
 /* The stream: *ret (malloc'd) of *ret_len bytes. Checks the records against each other first as
  * the reader would (so a writer never produces what a reader refuses): -EINVAL with the reason in
@@ -163,3 +205,5 @@ const StateNode *session_state_node(const SessionState *s, size_t i);
 const StateNode *session_state_find_node(const SessionState *s, uint64_t id);
 size_t session_state_handle_count(const SessionState *s);
 const StateHandle *session_state_handle(const SessionState *s, size_t i);
+size_t session_state_lock_count(const SessionState *s);
+const StateLock *session_state_lock(const SessionState *s, size_t i);

@@ -8,6 +8,7 @@
 #define SESSION_PAYLOAD 40u
 #define NODE_FIXED 80u
 #define HANDLE_PAYLOAD 40u
+#define LOCK_PAYLOAD 56u
 #define DIGEST_OFFSET 32u
 #define DIGEST_SIZE 32u
 
@@ -77,6 +78,7 @@ int session_state_encode(SessionState *s, uint8_t **ret, size_t *ret_len, char *
         for (guint i = 0; i < s->nodes->len; i++)
                 total += STATE_RECORD_HEADER_SIZE + node_payload(&g_array_index(s->nodes, StateNode, i));
         total += (size_t) s->handles->len * (STATE_RECORD_HEADER_SIZE + HANDLE_PAYLOAD);
+        total += (size_t) s->locks->len * (STATE_RECORD_HEADER_SIZE + LOCK_PAYLOAD);
         if (total > STATE_MAX_BYTES)
                 return state_error(err, errlen, -EFBIG, "the state takes %zu bytes, over %llu", total, STATE_MAX_BYTES);
         w.buf = malloc(total);
@@ -87,7 +89,7 @@ int session_state_encode(SessionState *s, uint8_t **ret, size_t *ret_len, char *
         put_u32(&w, STATE_VERSION);
         put_u32(&w, STATE_HEADER_SIZE);
         put_u64(&w, total);
-        put_u32(&w, 1 + s->nodes->len + s->handles->len);
+        put_u32(&w, 1 + s->nodes->len + s->handles->len + s->locks->len);
         put_u32(&w, 0);
         memset(w.buf + w.pos, 0, DIGEST_SIZE);
         w.pos += DIGEST_SIZE;
@@ -133,6 +135,19 @@ int session_state_encode(SessionState *s, uint8_t **ret, size_t *ret_len, char *
                 put_u32(&w, (uint32_t) h->fd_slot);
                 put_u32(&w, 0);
                 put_u64(&w, h->dir_offset);
+        }
+        for (guint i = 0; i < s->locks->len; i++) {
+                const StateLock *l = &g_array_index(s->locks, StateLock, i);
+                put_record(&w, STATE_REC_LOCK, LOCK_PAYLOAD);
+                put_u64(&w, l->owner);
+                put_u64(&w, l->node);
+                put_u64(&w, l->fh);
+                put_u64(&w, l->start);
+                put_u64(&w, l->end);
+                put_u32(&w, l->kind);
+                put_u32(&w, l->type);
+                put_u32(&w, (uint32_t) l->fd_slot);
+                put_u32(&w, 0);
         }
         g_assert(w.pos == total);
         session_state_seal(w.buf, total);
@@ -267,13 +282,22 @@ static int read_node(SessionState *s, Reader *r, uint32_t len, char *err, size_t
         return 0;
 }
 
+/* A fixed-size record of what ("handle", "lock") of len bytes (want expected), the have + 1st of at
+ * most cap. */
+static int fixed_record(const char *what, uint32_t len, uint32_t want, guint have, guint cap, char *err, size_t errlen) {
+        if (len != want)
+                return state_error(err, errlen, -EBADMSG, "a %s record of %u bytes", what, len);
+        if (have >= cap)
+                return state_error(err, errlen, -EFBIG, "more than %u %ss", cap, what);
+        return 0;
+}
+
 static int read_handle(SessionState *s, Reader *r, uint32_t len, char *err, size_t errlen) {
         StateHandle h = {};
+        int ret = fixed_record("handle", len, HANDLE_PAYLOAD, s->handles->len, STATE_MAX_HANDLES, err, errlen);
 
-        if (len != HANDLE_PAYLOAD)
-                return state_error(err, errlen, -EBADMSG, "a handle record of %u bytes", len);
-        if (s->handles->len >= STATE_MAX_HANDLES)
-                return state_error(err, errlen, -EFBIG, "more than %u handles", STATE_MAX_HANDLES);
+        if (ret < 0)
+                return ret;
         h.fh = get_u64(r);
         h.node = get_u64(r);
         h.open_flags = (int32_t) get_u32(r);
@@ -287,6 +311,29 @@ static int read_handle(SessionState *s, Reader *r, uint32_t len, char *err, size
         if (state_check_handle(&h, err, errlen) < 0)
                 return -EBADMSG;
         g_array_append_val(s->handles, h);
+        return 0;
+}
+
+static int read_lock(SessionState *s, Reader *r, uint32_t len, char *err, size_t errlen) {
+        StateLock l = {};
+        int ret = fixed_record("lock", len, LOCK_PAYLOAD, s->locks->len, STATE_MAX_LOCKS, err, errlen);
+
+        if (ret < 0)
+                return ret;
+        l.owner = get_u64(r);
+        l.node = get_u64(r);
+        l.fh = get_u64(r);
+        l.start = get_u64(r);
+        l.end = get_u64(r);
+        l.kind = get_u32(r);
+        l.type = get_u32(r);
+        l.fd_slot = (int32_t) get_u32(r);
+        if (get_u32(r) != 0)
+                return state_error(err, errlen, -EBADMSG, "lock through handle %" PRIu64 ": reserved field set", l.fh);
+        ret = state_check_lock(&l, err, errlen);
+        if (ret < 0)
+                return ret;
+        g_array_append_val(s->locks, l);
         return 0;
 }
 
@@ -338,6 +385,9 @@ int session_state_decode(const uint8_t *buf, size_t len, uint64_t max_len, Sessi
                         break;
                 case STATE_REC_HANDLE:
                         ret_ = read_handle(s, &r, plen, err, errlen);
+                        break;
+                case STATE_REC_LOCK:
+                        ret_ = read_lock(s, &r, plen, err, errlen);
                         break;
                 default:
                         ret_ = state_error(err, errlen, -EBADMSG, "record %u: unknown type %u", i, type);

@@ -11,6 +11,7 @@ struct SessionState {
         bool has_session;
         GArray *nodes;   /* StateNode, names owned */
         GArray *handles; /* StateHandle */
+        GArray *locks;   /* StateLock */
         /* uint64_t* node id (inside nodes) -> index + 1; built by state_check_relations(), dropped
          * when nodes change. */
         GHashTable *index;
@@ -21,6 +22,7 @@ int state_error(char *err, size_t errlen, int r, const char *fmt, ...) _printf_(
 int state_check_name(const char *name, size_t len, char *err, size_t errlen);
 int state_check_node(const StateNode *n, char *err, size_t errlen);
 int state_check_handle(const StateHandle *h, char *err, size_t errlen);
+int state_check_lock(const StateLock *l, char *err, size_t errlen);
 /* The checks between records (session-state.h), then the nodes reordered parents first and
  * indexed by id. */
 int state_check_relations(SessionState *s, char *err, size_t errlen);

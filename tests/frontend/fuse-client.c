@@ -681,6 +681,28 @@ int fe_fuse_flush(FeFuse *c, uint64_t nodeid, uint64_t fh) {
         return call_empty(c, req);
 }
 
+int fe_fuse_setlk(FeFuse *c, uint64_t nodeid, uint64_t fh, uint64_t owner, bool flock, uint32_t type, uint64_t start,
+                  uint64_t end) {
+        struct fuse_lk_in in = { .fh = fh, .owner = owner, .lk = { .start = start, .end = end, .type = type },
+                                 .lk_flags = flock ? FUSE_LK_FLOCK : 0 };
+        int r = fe_fuse_request(c, FUSE_SETLK, nodeid, &(FeFuseArg) { &in, sizeof in }, 1, NULL, 0);
+        return r < 0 ? r : 0;
+}
+
+int fe_fuse_getlk(FeFuse *c, uint64_t nodeid, uint64_t fh, uint64_t owner, uint32_t type, uint64_t start, uint64_t end,
+                  struct fuse_file_lock *ret) {
+        struct fuse_lk_in in = { .fh = fh, .owner = owner, .lk = { .start = start, .end = end, .type = type } };
+        struct fuse_lk_out out = {};
+        int r = fe_fuse_request(c, FUSE_GETLK, nodeid, &(FeFuseArg) { &in, sizeof in }, 1, &out, sizeof out);
+
+        if (r < 0)
+                return r;
+        if (r != (int) sizeof out)
+                return -EPROTO;
+        *ret = out.lk;
+        return 0;
+}
+
 int fe_fuse_fsync(FeFuse *c, uint64_t nodeid, uint64_t fh) {
         struct fuse_fsync_in in = { .fh = fh };
         FeFuseReq *req;

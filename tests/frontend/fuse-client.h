@@ -135,6 +135,13 @@ int fe_fuse_list_dir(FeFuse *c, uint64_t nodeid, void (*fn)(const char *name, ui
 int fe_fuse_release(FeFuse *c, uint64_t nodeid, uint64_t fh, bool dir);
 int fe_fuse_flush(FeFuse *c, uint64_t nodeid, uint64_t fh);
 int fe_fuse_fsync(FeFuse *c, uint64_t nodeid, uint64_t fh);
+/* SETLK as the guest sends it (flock: FUSE_LK_FLOCK, the lock belongs to fh); GETLK: the lock that
+ * would conflict with owner's type on [start, end] in *ret (type F_UNLCK when none). */
+int fe_fuse_setlk(FeFuse *c, uint64_t nodeid, uint64_t fh, uint64_t owner, bool flock, uint32_t type, uint64_t start,
+                  uint64_t end);
+int fe_fuse_getlk(FeFuse *c, uint64_t nodeid, uint64_t fh, uint64_t owner, uint32_t type, uint64_t start, uint64_t end,
+                  struct fuse_file_lock *ret);
+
 int fe_fuse_unlink(FeFuse *c, uint64_t parent, const char *name);
 int fe_fuse_rmdir(FeFuse *c, uint64_t parent, const char *name);
 int fe_fuse_rename(FeFuse *c, uint64_t parent, const char *name, uint64_t newparent, const char *newname);

@@ -326,6 +326,51 @@ START_TEST(test_translate) {
 }
 END_TEST
 
+/* docs/id-mapping.md: a guest id in a forbid-guest range is served by the requests that act as the
+ * daemon, checked as nobody (the rights of "other") on the host's attributes. Guest root in such
+ * a range was let through as root: unchecked, it read a host root 0600 file and removed a name in a
+ * root 0755 directory that it could not create in (CREATE answered EPERM). */
+START_TEST(test_translate_forbidden_root) {
+        const char *extra[] = { "--bus=none", "--translate-uid=forbid-guest:0:1", NULL };
+        struct fuse_entry_out e;
+        uint64_t fh;
+        struct stat st;
+        char *p;
+        int fd, r;
+
+        start(extra, 0xb);
+        p = fe_harness_path(h, "secret");
+        fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "root only", 9), 9);
+        close(fd);
+        free(p);
+        p = fe_harness_path(h, "locked");
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        free(p);
+        p = fe_harness_path(h, "locked/keep");
+        ck_assert_int_ge(fd = creat(p, 0644), 0);
+        close(fd);
+        free(p);
+
+        c->uid = 0;
+        c->gid = 0;
+        ck_assert_int_eq(create_as(FUSE_ROOT_ID, "new", false, NULL, 0, NULL), -EPERM);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "secret", &e), 0);
+        r = fe_fuse_open(c, e.nodeid, O_RDONLY, &fh);
+        if (r == 0)
+                (void) fe_fuse_release(c, e.nodeid, fh, false);
+        ck_assert_msg(r == -EACCES, "OPEN of a root 0600 file by a forbidden guest root: %d, want EACCES", r);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "locked", &e), 0);
+        r = fe_fuse_unlink(c, e.nodeid, "keep");
+        ck_assert_msg(r == -EACCES, "UNLINK in a root 0755 directory by a forbidden guest root: %d, want EACCES", r);
+        p = fe_harness_path(h, "locked/keep");
+        ck_assert_int_eq(stat(p, &st), 0);
+        free(p);
+        stop();
+}
+END_TEST
+
 /* READDIRPLUS entries carry the translated owners too. */
 START_TEST(test_translate_readdirplus) {
         const char *extra[] = { "--bus=none", "--translate-uid=map:0:3000:10", "--translate-gid=map:0:3000:10", NULL };
@@ -369,6 +414,7 @@ static void add_tests(Suite *s) {
         tcase_add_root_test(tc, test_supp_group_create);
         tcase_add_root_test(tc, test_supp_group_pool);
         tcase_add_root_test(tc, test_translate);
+        tcase_add_root_test(tc, test_translate_forbidden_root);
         tcase_add_root_test(tc, test_translate_readdirplus);
         suite_add_tcase(s, tc);
 }

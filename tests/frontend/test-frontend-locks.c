@@ -18,6 +18,7 @@
 #include "frontend.h"
 #include "fuse-client.h"
 #include "harness.h"
+#include "host-locks.h"
 #include "util.h"
 #include "test-main.h"
 
@@ -112,13 +113,8 @@ static int flush_owner(FeFuse *c, uint64_t nodeid, uint64_t fh, uint64_t owner) 
  * file: the lock state as the host sees it. */
 static bool host_sees_unlocked(const char *name, off_t start, off_t len) {
         _cleanup_free_ char *p = fe_harness_path(h, name);
-        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = start, .l_len = len };
-        int fd = open(p, O_RDWR | O_CLOEXEC);
 
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(fcntl(fd, F_OFD_GETLK, &fl), 0);
-        close(fd);
-        return fl.l_type == F_UNLCK;
+        return test_host_lock_type(p, start, len) == F_UNLCK;
 }
 
 /* Issue 18, as Linux sends it: an OFD lock (owner = the guest's open file), close of the last

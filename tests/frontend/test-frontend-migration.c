@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "host-locks.h"
 #include "test-main.h"
 #include "util.h"
 
@@ -415,6 +416,183 @@ START_TEST(test_damaged_by_handle) {
 }
 END_TEST
 
+/* ---- the guest's locks (docs/migration.md, "What is carried") ---- */
+
+#define OWNER_POSIX 0xa1u /* a process's POSIX lock: the guest's lock owner */
+#define OWNER_OFD 0xb2u   /* an OFD lock: the guest kernel's owner is its open file */
+#define OWNER_FLOCK 0xc3u
+#define OWNER_OTHER 0xd4u /* another guest process probing */
+#define LK_EOF ((uint64_t) INT64_MAX)
+
+typedef struct LockLoad {
+        uint64_t data, ro;
+        uint64_t fh_posix, fh_ofd, fh_flock;
+} LockLoad;
+
+/* The host's view of the share's file name (host-locks.h). */
+static short host_probe(FeHarness *h, const char *name, off_t start, off_t len) {
+        _cleanup_free_ char *p = in_share(h, name);
+        return test_host_lock_type(p, start, len);
+}
+
+static bool host_flock_free(FeHarness *h, const char *name) {
+        _cleanup_free_ char *p = in_share(h, name);
+        return test_host_flock_free(p);
+}
+
+/* The source's session ends with its frontend (as the source QEMU quits after a migration), and
+ * its open files with it: until then, on one host, its locks are the host's too. */
+static void wait_source_gone(FeHarness *h) {
+        for (int k = 0; k < 500 && (host_probe(h, "data.bin", 0, 0) != F_UNLCK || !host_flock_free(h, "ro.txt")); k++)
+                usleep(10000);
+        ck_assert_int_eq(host_probe(h, "data.bin", 0, 0), F_UNLCK);
+        ck_assert(host_flock_free(h, "ro.txt"));
+}
+
+/* On the source: a POSIX lock (written over [0, 199], then [100, 199] unlocked: the kernel splits),
+ * an OFD-style lock (read, [200, 299]) through another open file, and a flock on ro.txt. */
+static void take_locks(Vm *v, FeHarness *h, LockLoad *l) {
+        struct fuse_entry_out e;
+
+        ck_assert_int_eq(fe_fuse_lookup(v->c, FUSE_ROOT_ID, "data.bin", &e), 0);
+        l->data = e.nodeid;
+        ck_assert_int_eq(fe_fuse_lookup(v->c, FUSE_ROOT_ID, "ro.txt", &e), 0);
+        l->ro = e.nodeid;
+        ck_assert_int_eq(fe_fuse_open(v->c, l->data, O_RDWR, &l->fh_posix), 0);
+        ck_assert_int_eq(fe_fuse_open(v->c, l->data, O_RDWR, &l->fh_ofd), 0);
+        ck_assert_int_eq(fe_fuse_open(v->c, l->ro, O_RDONLY, &l->fh_flock), 0);
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->data, l->fh_posix, OWNER_POSIX, false, F_WRLCK, 0, 199), 0);
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->data, l->fh_posix, OWNER_POSIX, false, F_UNLCK, 100, 199), 0);
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->data, l->fh_ofd, OWNER_OFD, false, F_RDLCK, 200, 299), 0);
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->ro, l->fh_flock, OWNER_FLOCK, true, F_WRLCK, 0, LK_EOF), 0);
+        ck_assert_int_eq(host_probe(h, "data.bin", 0, 100), F_WRLCK);
+        ck_assert(!host_flock_free(h, "ro.txt"));
+}
+
+/* The guest's and the host's view of what the guest holds on the destination. */
+static void check_locks_held(Vm *v, FeHarness *h, const LockLoad *l, bool posix_held) {
+        struct fuse_file_lock got;
+        uint64_t fh;
+
+        ck_assert_int_eq(fe_fuse_getlk(v->c, l->data, l->fh_ofd, OWNER_OTHER, F_WRLCK, 0, 99, &got), 0);
+        ck_assert_uint_eq(got.type, F_WRLCK); /* the guest's, or the host's that kept it from being re-taken */
+        ck_assert_uint_eq(got.start, posix_held ? 0 : 10);
+        ck_assert_uint_eq(got.end, posix_held ? 99 : 14);
+        ck_assert_int_eq(fe_fuse_getlk(v->c, l->data, l->fh_ofd, OWNER_OTHER, F_WRLCK, 100, 199, &got), 0);
+        ck_assert_uint_eq(got.type, F_UNLCK); /* the unlocked part stayed unlocked */
+        ck_assert_int_eq(fe_fuse_getlk(v->c, l->data, l->fh_ofd, OWNER_OTHER, F_WRLCK, 200, 299, &got), 0);
+        ck_assert_uint_eq(got.type, F_RDLCK);
+        ck_assert_uint_eq(got.start, 200);
+        ck_assert_uint_eq(got.end, 299);
+        ck_assert_int_eq(host_probe(h, "data.bin", 0, 100), F_WRLCK);
+        ck_assert_int_eq(host_probe(h, "data.bin", 100, 100), F_UNLCK);
+        ck_assert_int_eq(host_probe(h, "data.bin", 250, 1), F_RDLCK);
+        /* flock: another open file of the guest, and a host process, find it taken. */
+        ck_assert_int_eq(fe_fuse_open(v->c, l->ro, O_RDONLY, &fh), 0);
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->ro, fh, OWNER_OTHER, true, F_WRLCK, 0, LK_EOF), -EAGAIN);
+        ck_assert_int_eq(fe_fuse_release(v->c, l->ro, fh, false), 0);
+        ck_assert(!host_flock_free(h, "ro.txt"));
+        if (!posix_held)
+                return;
+        /* The owners are the guest's as before: one extends its own lock without a conflict with
+         * itself, and a second lock owner through the same file conflicts. */
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->data, l->fh_posix, OWNER_POSIX, false, F_WRLCK, 50, 149), 0);
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->data, l->fh_posix, OWNER_OTHER, false, F_RDLCK, 140, 140), -EAGAIN);
+}
+
+/* Unlocking on the destination frees them for everyone. */
+static void check_unlock(Vm *v, FeHarness *h, const LockLoad *l) {
+        struct fuse_file_lock got;
+
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->data, l->fh_posix, OWNER_POSIX, false, F_UNLCK, 0, LK_EOF), 0);
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->data, l->fh_ofd, OWNER_OFD, false, F_UNLCK, 0, LK_EOF), 0);
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->ro, l->fh_flock, OWNER_FLOCK, true, F_UNLCK, 0, LK_EOF), 0);
+        ck_assert_int_eq(fe_fuse_getlk(v->c, l->data, l->fh_ofd, OWNER_OTHER, F_WRLCK, 0, LK_EOF, &got), 0);
+        ck_assert_uint_eq(got.type, F_UNLCK);
+        ck_assert_int_eq(host_probe(h, "data.bin", 0, 0), F_UNLCK);
+        ck_assert(host_flock_free(h, "ro.txt"));
+}
+
+/* The locks the guest holds on the source are held on the destination: the guest's own lock
+ * owners still own them, other owners and host processes see them, and they unlock. With a host
+ * process holding a conflicting lock on the destination at load time: abort fails the load;
+ * guest-error goes on, the open file the lost lock was taken through answers EBADF and the rest
+ * is held. */
+static void migrate_locks(const char *on_error, bool host_conflict) {
+        const char *dst_args[] = { on_error, NULL };
+        _cleanup_(fe_harness_freep) FeHarness *src = NULL, *dst = NULL;
+        _cleanup_free_ uint8_t *state = NULL;
+        _cleanup_free_ char *path = NULL;
+        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 10, .l_len = 5 };
+        uint8_t buf[16];
+        LockLoad l = {};
+        Vm s = {}, d = {};
+        uint64_t check;
+        size_t len;
+        int host_fd = -1;
+
+        two_daemons(&src, &dst, NULL, dst_args);
+        vm_boot(src, &s);
+        take_locks(&s, src, &l);
+        ck_assert_int_eq(fe_stop(s.fe), 0);
+        ck_assert_msg(fe_save_state(s.fe, &state, &len) == 0, "save: %s", s.fe->error);
+        vm_done(&s);
+        wait_source_gone(src);
+        if (host_conflict) {
+                path = in_share(src, "data.bin");
+                host_fd = open(path, O_RDWR | O_CLOEXEC);
+                ck_assert_int_ge(host_fd, 0);
+                ck_assert_int_eq(fcntl(host_fd, F_OFD_SETLK, &fl), 0);
+        }
+        check = vm_incoming(dst, &d, state, len);
+        if (host_conflict && strstr(on_error, "abort")) {
+                ck_assert_uint_ne(check, 0);
+                /* Nothing half-restored: the flock and the OFD lock taken before the conflict
+                 * are gone with the session, and a new session works. */
+                ck_assert_int_eq(host_probe(src, "data.bin", 200, 100), F_UNLCK);
+                ck_assert(host_flock_free(src, "ro.txt"));
+                ck_assert_int_eq(fe_fuse_init(d.c), 0);
+                ck_assert_int_eq(fe_fuse_roundtrip(d.c, "after-lock-conflict", 4096, 5), 0);
+        } else if (host_conflict) {
+                ck_assert_uint_eq(check, 0);
+                check_locks_held(&d, src, &l, false);
+                ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_posix, 0, buf, 4), -EBADF);
+                ck_assert_int_eq(fe_fuse_release(d.c, l.data, l.fh_posix, false), 0);
+                ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_ofd, 0, buf, 4), 4);
+                close(host_fd);
+                host_fd = -1;
+                ck_assert_int_eq(fe_fuse_setlk(d.c, l.data, l.fh_ofd, OWNER_OFD, false, F_UNLCK, 0, LK_EOF), 0);
+                ck_assert_int_eq(fe_fuse_setlk(d.c, l.ro, l.fh_flock, OWNER_FLOCK, true, F_UNLCK, 0, LK_EOF), 0);
+                ck_assert_int_eq(host_probe(src, "data.bin", 0, 0), F_UNLCK);
+                ck_assert(host_flock_free(src, "ro.txt"));
+        } else {
+                ck_assert_uint_eq(check, 0);
+                check_locks_held(&d, src, &l, true);
+                ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_posix, 0, buf, 4), 4);
+                check_unlock(&d, src, &l);
+        }
+        if (host_fd >= 0)
+                close(host_fd);
+        ck_assert_uint_eq(d.c->proto_errors, 0);
+        ck_assert(fe_backend_alive(dst->backend));
+        vm_done(&d);
+}
+
+START_TEST(test_locks_carried) {
+        migrate_locks("--migration-on-error=abort", false);
+}
+END_TEST
+
+START_TEST(test_lock_conflict_abort) {
+        migrate_locks("--migration-on-error=abort", true);
+}
+END_TEST
+
+START_TEST(test_lock_conflict_guest_error) {
+        migrate_locks("--migration-on-error=guest-error", true);
+}
+END_TEST
+
 /* A guest that has not mounted the share (no FUSE_INIT) migrates too; it mounts on the
  * destination. */
 START_TEST(test_unmounted_guest) {
@@ -642,6 +820,9 @@ static Suite *migration_suite(void) {
                 tcase_add_loop_test(tc, test_damaged_by_handle, 0, (int) ELEMENTSOF(by_handle));
         else
                 fprintf(stderr, "SKIP test_damaged_by_handle: needs root\n");
+        tcase_add_test(tc, test_locks_carried);
+        tcase_add_test(tc, test_lock_conflict_abort);
+        tcase_add_test(tc, test_lock_conflict_guest_error);
         tcase_add_test(tc, test_unmounted_guest);
         tcase_add_test(tc, test_hostile_streams);
         tcase_add_test(tc, test_refused_and_abandoned);

@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         abort(); /* accepted but not writable */
                 if (session_state_decode(out, out_len, STATE_MAX_BYTES, &again, err, sizeof err) != 0 ||
                     session_state_node_count(again) != session_state_node_count(s) ||
-                    session_state_handle_count(again) != session_state_handle_count(s))
+                    session_state_handle_count(again) != session_state_handle_count(s) ||
+                    session_state_lock_count(again) != session_state_lock_count(s))
                         abort();
                 session_state_free(again);
                 free(out);

@@ -275,6 +275,13 @@ def st_handle(fh, node, oflags=2, flags=0, slot=-1, off=0):
     return st_rec(3, struct.pack("<QQiIiIQ", fh, node, oflags, flags, slot, 0, off))
 
 
+def st_lock(owner, node, fh, start, end, kind=1, typ=2, slot=-1):
+    return st_rec(4, struct.pack("<QQQQQIIiI", owner, node, fh, start, end, kind, typ, slot, 0))
+
+
+EOF_OFF = (1 << 63) - 1
+
+
 def state(fname, records, version=1):
     body = b"".join(records)
     total = 64 + len(body)
@@ -295,5 +302,11 @@ state("duplicate-node", [st_session(), st_node(10, 1, "a", REG), st_node(10, 1, 
 state("duplicate-handle", [st_session(), st_node(10, 1, "a", REG), st_handle(1, 10), st_handle(1, 10)])
 state("newer-version", [st_session()], version=2)
 state("two-sessions", [st_session(), st_session()])
+LOCKED = [st_session(), st_node(10, 1, "a", REG), st_handle(1, 10), st_handle(2, 10)]
+state("locks", LOCKED + [st_lock(0x77, 10, 1, 0, 9, slot=0), st_lock(0x77, 10, 1, 20, 29, typ=1),
+                         st_lock(0x88, 10, 2, 0, EOF_OFF, kind=2)])
+state("lock-overlap", LOCKED + [st_lock(0x77, 10, 1, 0, 9), st_lock(0x77, 10, 1, 9, 19, typ=1)])
+state("lock-two-handles", LOCKED + [st_lock(0x77, 10, 1, 0, 9), st_lock(0x77, 10, 2, 20, 29)])
+state("lock-unknown-handle", LOCKED + [st_lock(0x77, 10, 9, 0, 9)])
 
 print("corpus written to", out, file=sys.stderr)

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <sys/stat.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +16,14 @@
 
 static void usage(void) {
         printf("Usage: fe-session SOCKET [--read NAME] [--write NAME=TEXT] [--roundtrip BYTES]\n"
-               "                  [--hold SECONDS | --hold-stdin] [--timeout MS]\n"
+               "                  [--hold SECONDS | --hold-stdin [--loop]] [--timeout MS]\n"
                "Connects like QEMU, starts the device, FUSE_INIT, then in order: READs NAME from the\n"
                "share root and prints it, CREATEs NAME with TEXT, writes/reads back/deletes a file of\n"
                "BYTES; then keeps the connection open (SECONDS, or until stdin reaches end of file)\n"
-               "and disconnects. Exit 0 when everything succeeded.\n");
+               "and disconnects. --loop: while held by stdin, requests by name in the share root\n"
+               "without a pause (MKDIR, MKNOD, SYMLINK, LOOKUP, RENAME, GETATTR, UNLINK, RMDIR of\n"
+               "loop-* names), each checked; the first wrong answer ends it. Exit 0 when everything\n"
+               "succeeded.\n");
 }
 
 static int do_read(FeFuse *c, const char *name) {
@@ -67,18 +72,69 @@ static int do_write(FeFuse *c, const char *spec) {
         return 0;
 }
 
+/* One request of the loop: its answer must be 0. */
+static bool loop_ok(FeFuse *c, int r, const char *what, const char *name, unsigned long i) {
+        if (r >= 0)
+                return true;
+        fprintf(stderr, "fe-session: loop iteration %lu: %s %s: %s %s\n", i, what, name, strerror(-r), c->last_problem);
+        return false;
+}
+
+/* Name requests that change the share, each answered once whatever happens to the serving process
+ * meanwhile (docs/survival.md): all in the root, whose node id never goes stale. Runs until stdin
+ * reaches end of file; 0 when every answer was right. */
+static int name_loop(FeFuse *c) {
+        struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+        struct fuse_mknod_in mi = { .mode = S_IFREG | 0644 };
+        struct fuse_entry_out e;
+        struct fuse_attr_out a;
+        char d[32], d2[32], f[32], l[32];
+        unsigned long i;
+        char b[64];
+
+        for (i = 0;; i++) {
+                if (poll(&pfd, 1, 0) > 0) {
+                        if (read(STDIN_FILENO, b, sizeof b) <= 0)
+                                break;
+                }
+                snprintf(d, sizeof d, "loop-d%lu", i);
+                snprintf(d2, sizeof d2, "loop-e%lu", i);
+                snprintf(f, sizeof f, "loop-f%lu", i);
+                snprintf(l, sizeof l, "loop-l%lu", i);
+                if (!loop_ok(c, fe_fuse_mkdir(c, FUSE_ROOT_ID, d, 0755, &e), "MKDIR", d, i) ||
+                    !loop_ok(c, fe_fuse_request(c, FUSE_MKNOD, FUSE_ROOT_ID,
+                                                (FeFuseArg[]){ { &mi, sizeof mi }, { f, strlen(f) + 1 } }, 2, &e,
+                                                sizeof e),
+                             "MKNOD", f, i) ||
+                    !loop_ok(c, fe_fuse_request(c, FUSE_SYMLINK, FUSE_ROOT_ID,
+                                                (FeFuseArg[]){ { l, strlen(l) + 1 }, { d, strlen(d) + 1 } }, 2, &e,
+                                                sizeof e),
+                             "SYMLINK", l, i) ||
+                    !loop_ok(c, fe_fuse_lookup(c, FUSE_ROOT_ID, l, &e), "LOOKUP", l, i) ||
+                    !loop_ok(c, fe_fuse_rename(c, FUSE_ROOT_ID, d, FUSE_ROOT_ID, d2), "RENAME", d, i) ||
+                    !loop_ok(c, fe_fuse_getattr(c, FUSE_ROOT_ID, &a), "GETATTR", "/", i) ||
+                    !loop_ok(c, fe_fuse_unlink(c, FUSE_ROOT_ID, l), "UNLINK", l, i) ||
+                    !loop_ok(c, fe_fuse_unlink(c, FUSE_ROOT_ID, f), "UNLINK", f, i) ||
+                    !loop_ok(c, fe_fuse_rmdir(c, FUSE_ROOT_ID, d2), "RMDIR", d2, i))
+                        return -EIO;
+        }
+        fprintf(stderr, "fe-session: loop: %lu iterations (%lu requests), every answer right\n", i, i * 9);
+        return 0;
+}
+
 int main(int argc, char *argv[]) {
         static const struct option options[] = { { "read", required_argument, NULL, 'r' },
                                                  { "write", required_argument, NULL, 'w' },
                                                  { "roundtrip", required_argument, NULL, 'R' },
                                                  { "hold", required_argument, NULL, 'H' },
                                                  { "hold-stdin", no_argument, NULL, 'S' },
+                                                 { "loop", no_argument, NULL, 'L' },
                                                  { "timeout", required_argument, NULL, 't' },
                                                  { "help", no_argument, NULL, 'h' },
                                                  {} };
         const char *read_name = NULL, *write_spec = NULL;
         long roundtrip = -1, hold = 0;
-        bool hold_stdin = false;
+        bool hold_stdin = false, loop = false;
         Frontend *fe = NULL;
         FeFuse *c = NULL;
         FeOptions o;
@@ -101,6 +157,9 @@ int main(int argc, char *argv[]) {
                         break;
                 case 'S':
                         hold_stdin = true;
+                        break;
+                case 'L':
+                        loop = true;
                         break;
                 case 't':
                         o.timeout_ms = (int) strtol(optarg, NULL, 10);
@@ -145,7 +204,10 @@ int main(int argc, char *argv[]) {
         fprintf(stderr, "fe-session: session on %s ok\n", argv[optind]);
         if (hold > 0)
                 sleep((unsigned) hold);
-        if (hold_stdin) {
+        if (hold_stdin && loop) {
+                if (name_loop(c) < 0)
+                        goto out;
+        } else if (hold_stdin) {
                 char b[64];
                 while (read(STDIN_FILENO, b, sizeof b) > 0)
                         ;

@@ -12,6 +12,9 @@
 #     an unprivileged user (denied), the hardening seen in /proc/PID/status;
 #   - the client disconnects: the service exits cleanly (inactive, Result=success) and the socket
 #     keeps listening; a second connection activates a fresh process;
+#   - with a drop-in adding --crash-restarts, a looping session (fe-session --loop) is served
+#     through several kill -KILLs of the serving process: every answer right, the unit active with
+#     the same main PID, fsctl stats showing the restarts, the journal saying why;
 #   - systemctl start of the service returns once READY=1 came, and the bus name is owned by then;
 #     a real QEMU guest then mounts the share through that socket and checks data both ways;
 #   - a broken /etc/vufsd/bad.conf and a missing /etc/vufsd/nocfg.conf make their units fail once
@@ -247,10 +250,14 @@ wait_state() {
         return 1
 }
 
-# Prints the journal of the matches given ($@, journalctl matches or -u UNIT) once a line matching
-# the extended regex $1 is in it, waiting up to 15 s: journald reads a unit's stderr
-# asynchronously, so the message of a process that has exited can reach the journal after
-# systemctl start has returned. Prints what is there and returns 1 when the line never comes.
+# Prints the journal of the matches given ($@, journalctl matches) once a line matching the
+# extended regex $1 is in it, waiting up to 15 s: journald reads a unit's stderr asynchronously,
+# so the message of a process that has exited can reach the journal after systemctl start has
+# returned. Match on SYSLOG_IDENTIFIER=vufsd (the stream's own header) and a pattern naming the
+# instance, not on the unit: journald takes _SYSTEMD_UNIT and _SYSTEMD_USER_UNIT from the
+# writer's cgroup, which it cannot read once a process that failed at start is gone (seen: the
+# user unit's line in the journal without _SYSTEMD_USER_UNIT). Prints what is there and returns
+# 1 when the line never comes.
 journal_wait() {
         local pattern=$1 out i
         shift
@@ -382,6 +389,79 @@ pid2=$(prop vufsd@vm1.service ExecMainPID)
 [ "$(prop vufsd@vm1.service NRestarts)" = 0 ] || fail "service was restarted"
 pass "second connection activated a fresh process (pid $pid2), which exited cleanly"
 
+# ---- 5b. the serving process killed under the unit (--crash-restarts, docs/survival.md) ----
+# A drop-in adds --crash-restarts to the installed ExecStart; a session loops requests by name while
+# the host SIGKILLs the serving process (the spawner's child, found through the unit's cgroup)
+# several times: every answer right, the unit active throughout with the same main PID, fsctl stats
+# counting the restarts, the journal saying why each process died.
+kills=5
+dropin=$root/etc/systemd/system/vufsd@vm1.service.d
+mkdir -p "$dropin"
+execstart=$(grep '^ExecStart=' "$root/usr/lib/systemd/system/vufsd@.service")
+printf '[Service]\nExecStart=\n%s --crash-restarts=10\n' "$execstart" > "$dropin/crash-restarts.conf"
+ns systemctl daemon-reload || fail "daemon-reload after the --crash-restarts drop-in"
+# The unit's processes as the container sees them: the supervisor (main PID), the spawner (its
+# child), the serving process (the spawner's child). Prints the serving process's pid, nothing when
+# there is none; $1 is the main PID. (A process gone meanwhile has no status: skipped.)
+serving_pid() {
+        local cg procs p pp spawner=
+        cg=$(prop vufsd@vm1.service ControlGroup)
+        procs=$(ns cat "/sys/fs/cgroup/systemd$cg/cgroup.procs" 2>/dev/null || ns cat "/sys/fs/cgroup$cg/cgroup.procs")
+        for p in $procs; do
+                pp=$(ns cat "/proc/$p/status" 2>/dev/null | awk '/^PPid:/ { print $2 }')
+                [ "$pp" = "$1" ] && spawner=$p
+        done
+        [ -n "$spawner" ] || return 0
+        for p in $procs; do
+                pp=$(ns cat "/proc/$p/status" 2>/dev/null | awk '/^PPid:/ { print $2 }')
+                [ "$pp" = "$spawner" ] && { echo "$p"; return 0; }
+        done
+        return 0 # none between a death and the next fork
+}
+session_start fe4 "session with --crash-restarts" "$hostsock" --loop
+main=$(prop vufsd@vm1.service MainPID)
+[ "$(prop vufsd@vm1.service ActiveState)" = active ] && [ "$main" != 0 ] || fail "service not active under the looping session"
+grep -q -- '--crash-restarts=10' <<< "$(prop vufsd@vm1.service ExecStart)" || fail "the drop-in's ExecStart is not in effect"
+t=$(now)
+for k in $(seq "$kills"); do
+        old=
+        for _ in $(seq 50); do
+                old=$(serving_pid "$main")
+                [ -n "$old" ] && break
+                sleep 0.1
+        done
+        [ -n "$old" ] || fail "kill $k: no serving process (the spawner's child) in the cgroup of vufsd@vm1.service"
+        ns sh -c 'kill -KILL "$1"' sh "$old" || fail "kill $k: kill -KILL $old"
+        new=
+        for _ in $(seq 100); do
+                new=$(serving_pid "$main")
+                [ -n "$new" ] && [ "$new" != "$old" ] && break
+                sleep 0.1
+        done
+        [ -n "$new" ] && [ "$new" != "$old" ] || fail "kill $k: no serving process took over from pid $old within 10 s"
+        [ "$(ns systemctl is-active vufsd@vm1.service)" = active ] || fail "kill $k: the unit is $(prop vufsd@vm1.service ActiveState)"
+        [ "$(prop vufsd@vm1.service MainPID)" = "$main" ] || fail "kill $k: main PID changed from $main"
+        kill -0 "$fe_pid" 2>/dev/null || { cat "$tmp/fe4.err" >&2; fail "kill $k: the session ended"; }
+        sleep 1 # the session goes on with the new process
+done
+out=$(ns fsctl -i vm1 stats 2>&1) || { echo "$out" >&2; fail "fsctl -i vm1 stats after the kills"; }
+grep -q "Restarts: $kills " <<< "$out" || { echo "$out" >&2; fail "fsctl stats does not show $kills restarts"; }
+restarts=$(grep -o 'Restarts: .*' <<< "$out")
+exec 7>&-
+wait "$fe_pid" || { cat "$tmp/fe4.err" >&2; fail "the looping session had a wrong answer around a kill"; }
+fe_pid=
+loop=$(grep 'fe-session: loop:' "$tmp/fe4.err") || { cat "$tmp/fe4.err" >&2; fail "the looping session did not report"; }
+left=$(find "$share" -maxdepth 1 -name 'loop-*' | head -n 3)
+[ -z "$left" ] || fail "the loop's names left in the share (a request ran twice or not at all): $left"
+journal=$(journal_wait "killed by signal KILL; starting another \\(restart $kills of 10" SYSLOG_IDENTIFIER=vufsd) ||
+        { echo "$journal" >&2; fail "the journal does not say why the serving process died"; }
+wait_state vufsd@vm1.service inactive 15 || fail "service still running after the looping session left"
+[ "$(prop vufsd@vm1.service Result)" = success ] || fail "after the kills: Result=$(prop vufsd@vm1.service Result)"
+[ "$(prop vufsd@vm1.service NRestarts)" = 0 ] || fail "after the kills: systemd restarted the unit"
+pass "$kills x kill -KILL of the serving process under vufsd@vm1.service (main pid $main, active throughout, $(since "$t")s): ${loop#fe-session: }; fsctl stats: $restarts"
+rm -r "$dropin"
+ns systemctl daemon-reload || fail "daemon-reload after removing the drop-in"
+
 # ---- 6. READY=1 implies the bus name; a real guest through the activated socket ----
 ns systemctl start vufsd@vm1.service || fail "systemctl start vufsd@vm1.service"
 ns busctl --system status org.vufsd.Instance.vm1 > /dev/null 2>&1 ||
@@ -410,7 +490,7 @@ sleep 1
 [ "$(prop vufsd@bad.service ExecMainStatus)" = 78 ] || fail "bad: exit status $(prop vufsd@bad.service ExecMainStatus)"
 [ "$(prop vufsd@bad.service NRestarts)" = 0 ] || fail "bad: restarted $(prop vufsd@bad.service NRestarts) times"
 [ "$(prop vufsd@bad.service StatusErrno)" = 22 ] || fail "bad: StatusErrno=$(prop vufsd@bad.service StatusErrno)"
-journal=$(journal_wait '/etc/vufsd/bad\.conf: \[Share\] Cache=sometimes: unknown cache policy' -u vufsd@bad.service) ||
+journal=$(journal_wait '/etc/vufsd/bad\.conf: \[Share\] Cache=sometimes: unknown cache policy' SYSLOG_IDENTIFIER=vufsd) ||
         { echo "$journal" >&2; fail "bad: the journal does not explain the error"; }
 pass "broken config: unit failed once (exit 78, ERRNO 22, no restart); journal: $(echo "$journal" | grep bad.conf | head -n 1)"
 
@@ -418,7 +498,7 @@ ns systemctl start vufsd@nocfg.service 2> /dev/null && fail "vufsd@nocfg.service
 sleep 1
 [ "$(prop vufsd@nocfg.service ExecMainStatus)" = 78 ] || fail "nocfg: exit status $(prop vufsd@nocfg.service ExecMainStatus)"
 journal=$(journal_wait 'no shared directory: set \[Share\] Directory= in /etc/vufsd/nocfg\.conf, which does not exist' \
-        -u vufsd@nocfg.service) || { echo "$journal" >&2; fail "nocfg: the journal does not explain the error"; }
+        SYSLOG_IDENTIFIER=vufsd) || { echo "$journal" >&2; fail "nocfg: the journal does not explain the error"; }
 pass "missing config: unit failed with: $(echo "$journal" | grep 'no shared directory' | head -n 1)"
 ns systemctl stop vufsd@bad.socket vufsd@nocfg.socket
 ns systemctl reset-failed
@@ -535,7 +615,7 @@ sleep 1
 [ "$(uprop vufsd@sysonly.service ExecMainStatus)" = 78 ] || fail "user sysonly: exit status $(uprop vufsd@sysonly.service ExecMainStatus)"
 [ "$(uprop vufsd@sysonly.service NRestarts)" = 0 ] || fail "user sysonly: restarted $(uprop vufsd@sysonly.service NRestarts) times"
 journal=$(journal_wait "cannot use configuration file /home/$uname/\.config/vufsd/sysonly\.conf: No such file or directory" \
-        _SYSTEMD_USER_UNIT=vufsd@sysonly.service) ||
+        SYSLOG_IDENTIFIER=vufsd) ||
         { echo "$journal" >&2; fail "user sysonly: the journal does not name the missing ~/.config file"; }
 as_user systemctl --user stop vufsd@sysonly.socket
 pass "user form without ~/.config/vufsd/sysonly.conf: failed once (exit 78), /etc/vufsd/sysonly.conf not used ($(since "$t")s for the user checks)"

@@ -484,6 +484,26 @@ START_TEST(test_forged_device_not_honoured) {
 END_TEST
 
 /* The guest never reaches the attribute itself. */
+/* A security label is a guest xattr name too, mapped by --xattrmap (":map:security.:user.:" turns
+ * "security.vufsd.privileged" into the host name below) and written by xattr_set_labels(): that
+ * write must not reach map mode's own attribute either. Before, a CREATE, MKDIR or MKNOD carrying
+ * such a label wrote the guest's bytes into user.vufsd.privileged of the new inode. */
+START_TEST(test_label_cannot_write_attribute) {
+        FsSecLabel l = { .name = FS_PRIVILEGED_XATTR, .value = "guest bytes", .size = 11 };
+        FsCtx c = { .uid = 0, .gid = 0, .labels = &l, .n_labels = 1 };
+        FsEntry e;
+        uint64_t fh;
+
+        if (ops->create(pt, &c, 1, "f", 0644, O_RDWR, false, &e, &fh) == 0)
+                ck_assert_int_eq(ops->release(pt, &c, e.nodeid, fh, 0, false), 0);
+        ck_assert_msg(!host_has_xattr("f", FS_PRIVILEGED_XATTR), "CREATE's label wrote " FS_PRIVILEGED_XATTR);
+        (void) ops->mkdir(pt, &c, 1, "d", 0755, &e);
+        ck_assert_msg(!host_has_xattr("d", FS_PRIVILEGED_XATTR), "MKDIR's label wrote " FS_PRIVILEGED_XATTR);
+        (void) ops->mknod(pt, &c, 1, "n", S_IFREG | 0644, 0, &e);
+        ck_assert_msg(!host_has_xattr("n", FS_PRIVILEGED_XATTR), "MKNOD's label wrote " FS_PRIVILEGED_XATTR);
+}
+END_TEST
+
 START_TEST(test_attribute_hidden) {
         uint64_t n = create("f", 04755);
         char buf[256];
@@ -570,6 +590,7 @@ int main(void) {
         tcase_add_root_test(tc, test_forgery_not_honoured);
         tcase_add_root_test(tc, test_forged_device_not_honoured);
         tcase_add_root_test(tc, test_attribute_hidden);
+        tcase_add_root_test(tc, test_label_cannot_write_attribute);
         tcase_add_root_test(tc, test_host_files_as_they_are);
         tcase_add_root_test(tc, test_key_across_restarts);
         tcase_add_test(tc, test_fallbacks);

@@ -86,15 +86,23 @@ static void put64(uint8_t *p, uint64_t v) {
         memcpy(p, &v, 8);
 }
 
-START_TEST(test_round_trip) {
-        _cleanup_(session_state_freep) SessionState *s = sample(), *d = NULL;
+/* s (freed) encoded and decoded again. */
+static SessionState *round_trip(SessionState *s) {
         _cleanup_free_ uint8_t *buf = NULL;
+        SessionState *d = NULL;
         char err[256] = "";
-        const StateNode *n;
         size_t len;
 
         buf = encode(s, &len);
-        ck_assert_int_eq(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err), 0);
+        session_state_free(s);
+        ck_assert_msg(session_state_decode(buf, len, STATE_MAX_BYTES, &d, err, sizeof err) == 0, "decode: %s", err);
+        return d;
+}
+
+START_TEST(test_round_trip) {
+        _cleanup_(session_state_freep) SessionState *d = round_trip(sample());
+        const StateNode *n;
+
         ck_assert_uint_eq(session_state_session(d)->proto_minor, 38);
         ck_assert_uint_eq(session_state_session(d)->init_flags, 0x1234567890ull);
         ck_assert_uint_eq(session_state_session(d)->fs_flags, STATE_FS_WRITEBACK);
@@ -171,6 +179,12 @@ START_TEST(test_builder_refuses) {
         }
         n.name = NULL; /* a parent without a name */
         ck_assert_int_eq(session_state_add_node(s, &n), -EINVAL);
+        ck_assert_int_eq(session_state_add_handle(s, &h), -EINVAL);
+        /* ids past STATE_ID_MAX: a shard's next sequence would wrap (test-passthrough-state) */
+        n.id = STATE_ID_MAX + 1;
+        n.name = "big";
+        ck_assert_int_eq(session_state_add_node(s, &n), -EINVAL);
+        h.fh = UINT64_MAX;
         ck_assert_int_eq(session_state_add_handle(s, &h), -EINVAL);
         /* no session record: the writer refuses what the reader would */
         ck_assert_int_eq(session_state_encode(s, &buf, &len, err, sizeof err), -EINVAL);
@@ -356,6 +370,167 @@ START_TEST(test_fd_slot_int_max) {
 }
 END_TEST
 
+/* ---- locks (STATE_REC_LOCK) ---- */
+
+static void add_lock(SessionState *s, uint64_t owner, uint64_t node, uint64_t fh, uint32_t kind, uint32_t type,
+                     uint64_t start, uint64_t end, int32_t slot) {
+        StateLock l = { .owner = owner, .node = node, .fh = fh, .kind = kind, .type = type, .start = start, .end = end,
+                        .fd_slot = slot };
+        ck_assert_int_eq(session_state_add_lock(s, &l), 0);
+}
+
+/* sample() and locks on f through 0x101: owner 0x77 write [0, 9] (with the owner's fd in slot 0)
+ * and read [20, 29], a flock; records 8, 9 and 10. */
+static SessionState *sample_locks(void) {
+        SessionState *s = sample();
+
+        add_lock(s, 0x77, 3 << 6 | 5, 0x101, STATE_LOCK_POSIX, STATE_LOCK_WRITE, 0, 9, 0);
+        add_lock(s, 0x77, 3 << 6 | 5, 0x101, STATE_LOCK_POSIX, STATE_LOCK_READ, 20, 29, -1);
+        add_lock(s, 0x88, 3 << 6 | 5, 0x101, STATE_LOCK_FLOCK, STATE_LOCK_WRITE, 0, STATE_LOCK_END_MAX, -1);
+        return s;
+}
+
+#define LOCK_OWNER (STATE_RECORD_HEADER_SIZE + 0)
+#define LOCK_NODE (STATE_RECORD_HEADER_SIZE + 8)
+#define LOCK_FH (STATE_RECORD_HEADER_SIZE + 16)
+#define LOCK_START (STATE_RECORD_HEADER_SIZE + 24)
+#define LOCK_END (STATE_RECORD_HEADER_SIZE + 32)
+#define LOCK_KIND (STATE_RECORD_HEADER_SIZE + 40)
+#define LOCK_TYPE (STATE_RECORD_HEADER_SIZE + 44)
+#define LOCK_SLOT (STATE_RECORD_HEADER_SIZE + 48)
+#define LOCK_RESERVED (STATE_RECORD_HEADER_SIZE + 52)
+
+START_TEST(test_locks_round_trip) {
+        _cleanup_(session_state_freep) SessionState *d = round_trip(sample_locks());
+        const StateLock *l;
+
+        ck_assert_uint_eq(session_state_lock_count(d), 3);
+        l = session_state_lock(d, 0);
+        ck_assert_uint_eq(l->owner, 0x77);
+        ck_assert_uint_eq(l->node, 3 << 6 | 5);
+        ck_assert_uint_eq(l->fh, 0x101);
+        ck_assert_uint_eq(l->kind, STATE_LOCK_POSIX);
+        ck_assert_uint_eq(l->type, STATE_LOCK_WRITE);
+        ck_assert_uint_eq(l->start, 0);
+        ck_assert_uint_eq(l->end, 9);
+        ck_assert_int_eq(l->fd_slot, 0);
+        l = session_state_lock(d, 2);
+        ck_assert_uint_eq(l->kind, STATE_LOCK_FLOCK);
+        ck_assert_uint_eq(l->end, STATE_LOCK_END_MAX);
+        ck_assert_int_eq(session_state_lock(d, 1)->fd_slot, -1);
+        ck_assert_ptr_null(session_state_lock(d, 3));
+}
+END_TEST
+
+/* Record rec of sample_locks() (the locks are 8, 9 and 10) with the field at byte field of the record
+ * (its header included) changed: refused with want. */
+static void lock_patch_refused(unsigned rec, size_t field, uint64_t v, bool wide, const char *want) {
+        _cleanup_(session_state_freep) SessionState *s = sample_locks();
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len, off;
+        uint32_t v32 = htole32((uint32_t) v);
+
+        buf = encode(s, &len);
+        off = record_at(buf, rec) + field;
+        if (wide)
+                put64(buf + off, v);
+        else
+                memcpy(buf + off, &v32, 4);
+        refused_sealed(buf, len, want);
+}
+
+/* One refusal a case: which record, which field, the value, whether it is a u64. */
+static const struct {
+        unsigned rec;
+        size_t field;
+        uint64_t v;
+        bool wide;
+        const char *want;
+} lock_refusals[] = {
+        { 8, LOCK_NODE, 99 << 6, true, "a lock on node 6336, which is not in the state" },
+        { 8, LOCK_FH, 0x999, true, "handle 2457, which is not in the state" },
+        { 9, LOCK_FH, 0x202, true, "through handle 514 of node 129" },
+        { 8, LOCK_TYPE, 3, false, "bad type 3" },
+        { 8, LOCK_TYPE, 0, false, "bad type 0" },
+        { 8, LOCK_KIND, 7, false, "unknown kind 7" },
+        { 9, LOCK_START, 30, true, "start 30 > end 29" },
+        { 9, LOCK_END, STATE_LOCK_END_MAX + 1, true, "past the largest offset" },
+        { 10, LOCK_START, 5, true, "not the whole file" },
+        { 10, LOCK_SLOT, 3, false, "not the whole file" },
+        { 9, LOCK_SLOT, 5, false, "with two fd slots" },
+        { 9, LOCK_START, 9, true, "ranges overlap at 9" },
+        { 8, LOCK_RESERVED, 1, false, "reserved field set" },
+        { 5, STATE_RECORD_HEADER_SIZE + 24, 0, false, "fd slot 0 used twice" }, /* a handle takes the owner's slot */
+        { 8, 4, 48, false, "a lock record of 48 bytes" }, /* its payload length */
+};
+
+START_TEST(test_lock_refused) {
+        lock_patch_refused(lock_refusals[_i].rec, lock_refusals[_i].field, lock_refusals[_i].v, lock_refusals[_i].wide,
+                           lock_refusals[_i].want);
+}
+END_TEST
+
+START_TEST(test_lock_flock_twice) {
+        /* the second POSIX range becomes a second flock through the same handle */
+        _cleanup_(session_state_freep) SessionState *s = sample_locks();
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len, off;
+        uint32_t flock_kind = htole32(STATE_LOCK_FLOCK);
+
+        buf = encode(s, &len);
+        off = record_at(buf, 9);
+        memcpy(buf + off + LOCK_KIND, &flock_kind, 4);
+        put64(buf + off + LOCK_START, 0);
+        put64(buf + off + LOCK_END, STATE_LOCK_END_MAX);
+        refused_sealed(buf, len, "two flocks through handle 257");
+}
+END_TEST
+
+START_TEST(test_lock_owner_two_handles) {
+        _cleanup_(session_state_freep) SessionState *s = sample_locks();
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len;
+
+        add_handle(s, 0x404, 3 << 6 | 5, false); /* a second open file of f */
+        add_lock(s, 0x99, 3 << 6 | 5, 0x404, STATE_LOCK_POSIX, STATE_LOCK_READ, 40, 49, -1);
+        buf = encode(s, &len);
+        /* records: the session, 4 nodes, 4 handles, then the locks (9..12): the new one's owner
+         * becomes 0x77, whose other ranges go through 0x101 */
+        put64(buf + record_at(buf, 12) + LOCK_OWNER, 0x77);
+        refused_sealed(buf, len, "lock owner 77 on node 197 through two handles");
+}
+END_TEST
+
+/* STATE_MAX_LOCKS + 1 lock records (each fine alone): refused at the one too many. */
+START_TEST(test_lock_too_many) {
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        _cleanup_free_ uint8_t *buf = NULL, *big = NULL;
+        StateSession ss = {};
+        size_t len, big_len, rec = STATE_RECORD_HEADER_SIZE + 56;
+        uint64_t total;
+        uint32_t count;
+
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        add_node(s, 2, STATE_ROOT_ID, "f", S_IFREG);
+        add_handle(s, 3, 2, false);
+        add_lock(s, 9, 2, 3, STATE_LOCK_POSIX, STATE_LOCK_READ, 0, 0, -1);
+        buf = encode(s, &len);
+        big_len = len + (size_t) STATE_MAX_LOCKS * rec;
+        big = malloc(big_len);
+        ck_assert_ptr_nonnull(big);
+        memcpy(big, buf, len);
+        for (size_t k = 0; k < STATE_MAX_LOCKS; k++)
+                memcpy(big + len + k * rec, buf + len - rec, rec);
+        total = htole64(big_len);
+        memcpy(big + 16, &total, 8);
+        count = htole32(3 + STATE_MAX_LOCKS + 1);
+        memcpy(big + 24, &count, 4);
+        session_state_seal(big, big_len);
+        refused(big, big_len, STATE_MAX_BYTES, -EFBIG, "more than 1048576 locks");
+}
+END_TEST
+
 /* 100,000 nodes in directories of 100 (names like a file tree's), half of them open: the state's
  * size and the time to encode and decode it (docs/migration.md quotes the numbers). */
 START_TEST(test_hundred_thousand_nodes) {
@@ -409,6 +584,11 @@ static Suite *state_suite(void) {
         tcase_add_test(tc, test_bad_name_in_stream);
         tcase_add_test(tc, test_fd_slot_twice);
         tcase_add_test(tc, test_fd_slot_int_max);
+        tcase_add_test(tc, test_locks_round_trip);
+        tcase_add_loop_test(tc, test_lock_refused, 0, (int) (sizeof lock_refusals / sizeof lock_refusals[0]));
+        tcase_add_test(tc, test_lock_flock_twice);
+        tcase_add_test(tc, test_lock_owner_two_handles);
+        tcase_add_test(tc, test_lock_too_many);
         tcase_add_test(tc, test_hundred_thousand_nodes);
         suite_add_tcase(s, tc);
         return s;
