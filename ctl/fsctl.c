@@ -82,6 +82,8 @@ static void help(void) {
                "                                the statistics in the Prometheus text format, of one\n"
                "                                or --all instances; --output replaces PATH atomically\n"
                "  reset-stats                   set the statistics to zero\n"
+               "  upgrade                       replace the serving process with the vufsd binary now installed\n"
+               "                                (needs --crash-restarts; the guest keeps its session)\n"
                "\n"
                "Options:\n"
                "  -i, --instance=NAME           the instance (may be omitted when exactly one runs)\n"
@@ -235,6 +237,7 @@ static const Verb verbs[] = {
         { "set-poll-us", 1, 0, verb_set_poll_us },
         { "stats", 0, VERB_JSON | VERB_WATCH | VERB_METRICS, verb_stats },
         { "reset-stats", 0, 0, verb_reset_stats },
+        { "upgrade", 0, 0, verb_upgrade },
 };
 
 static const Verb *verb_find(const char *name) {

@@ -78,6 +78,10 @@ typedef struct Props {
         uint32_t restarts;
         uint64_t restart_pause_usec;
         bool has_restarts;
+        /* Upgrades, UpgradeFailures, LastUpgradePauseUSec; has_upgrades false for a daemon without them */
+        uint32_t upgrades, upgrade_failures;
+        uint64_t upgrade_pause_usec;
+        bool has_upgrades;
 } Props;
 
 void props_done(Props *p);
@@ -118,6 +122,9 @@ typedef struct Snapshot {
         uint32_t restarts; /* the Restarts property next to the snapshot; has_restarts: the daemon has it */
         uint64_t restart_pause_usec;
         bool has_restarts;
+        uint32_t upgrades; /* Upgrades and LastUpgradePauseUSec likewise */
+        uint64_t upgrade_pause_usec;
+        bool has_upgrades;
 } Snapshot;
 
 void snapshot_done(Snapshot *s);
@@ -147,4 +154,5 @@ int verb_set_threads(sd_bus *bus, const char *name, char **args);
 int verb_set_cache(sd_bus *bus, const char *name, char **args);
 int verb_set_poll_us(sd_bus *bus, const char *name, char **args);
 int verb_reset_stats(sd_bus *bus, const char *name, char **args);
+int verb_upgrade(sd_bus *bus, const char *name, char **args);
 int verb_stats(sd_bus *bus, const char *name, char **args);

@@ -128,6 +128,15 @@ static const Scalar scalars[] = {
         { "vufsd_last_restart_pause_seconds", "gauge",
           "From the last death of a serving process to the next one serving the kept connection.", true, false,
           FIELD(restart_pause_usec) },
+        { "vufsd_upgrades_total", "counter",
+          "Live upgrades (fsctl upgrade) that started the binary now installed (docs/survival.md).", false, false,
+          FIELD(upgrades) },
+        { "vufsd_upgrade_failures_total", "counter",
+          "Live upgrades that fell back to the running code (the new binary missing or refusing the session).",
+          false, false, FIELD(upgrade_failures) },
+        { "vufsd_last_upgrade_pause_seconds", "gauge",
+          "From the last upgrade stopping the rings to the new serving process resuming them.", true, false,
+          FIELD(upgrade_pause_usec) },
         { "vufsd_nodes", "gauge", "Inodes the guest made the daemon remember.", false, true, FIELD(nodes_used) },
         { "vufsd_max_nodes", "gauge", "The node budget (--max-nodes).", false, true, FIELD(node_budget_max) },
 };
@@ -291,7 +300,10 @@ static void write_all(FILE *f, const Vm *vms, size_t n) {
                         if (!vms[v].up || (scalars[i].budget && !p->has_budgets) ||
                             (scalars[i].offset == offsetof(Props, poll_usec) && !p->has_poll_usec) ||
                             ((scalars[i].offset == offsetof(Props, restarts) ||
-                              scalars[i].offset == offsetof(Props, restart_pause_usec)) && !p->has_restarts))
+                              scalars[i].offset == offsetof(Props, restart_pause_usec)) && !p->has_restarts) ||
+                            ((scalars[i].offset == offsetof(Props, upgrades) ||
+                              scalars[i].offset == offsetof(Props, upgrade_failures) ||
+                              scalars[i].offset == offsetof(Props, upgrade_pause_usec)) && !p->has_upgrades))
                                 continue;
                         if (scalars[i].usec)
                                 sample_usec(&w, "", &vms[v], NULL, NULL, scalar_value(&scalars[i], p));

@@ -353,6 +353,10 @@ void print_snapshot(const Snapshot *s) {
                         json_u64(stdout, &first, "restarts", s->restarts);
                         json_u64(stdout, &first, "last_restart_pause_usec", s->restart_pause_usec);
                 }
+                if (s->has_upgrades) {
+                        json_u64(stdout, &first, "upgrades", s->upgrades);
+                        json_u64(stdout, &first, "last_upgrade_pause_usec", s->upgrade_pause_usec);
+                }
                 if (s->has_errnos) {
                         bool first_errno = true;
                         json_key(stdout, &first, "errors_by_errno");
@@ -377,6 +381,9 @@ void print_snapshot(const Snapshot *s) {
         if (s->has_restarts && s->restarts > 0)
                 printf("\nRestarts: %" PRIu32 " (the last paused the guest %.1f ms)", s->restarts,
                        (double) s->restart_pause_usec / 1000.0);
+        if (s->has_upgrades && s->upgrades > 0)
+                printf("\nUpgrades: %" PRIu32 " (the last paused the guest %.1f ms)", s->upgrades,
+                       (double) s->upgrade_pause_usec / 1000.0);
         if (s->n_errnos > 0)
                 fputs("\nErrors:", stdout);
         for (size_t i = 0; i < s->n_errnos; i++) {

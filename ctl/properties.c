@@ -67,6 +67,9 @@ static const PropField prop_fields[] = {
         PROP("NodeBudgetMax", "t", node_budget_max),
         { "Restarts", "u", offsetof(Props, restarts), offsetof(Props, has_restarts) },
         PROP("LastRestartPauseUSec", "t", restart_pause_usec),
+        { "Upgrades", "u", offsetof(Props, upgrades), offsetof(Props, has_upgrades) },
+        PROP("UpgradeFailures", "u", upgrade_failures),
+        PROP("LastUpgradePauseUSec", "t", upgrade_pause_usec),
         { "InodeFdsCached", "t", offsetof(Props, inode_fds_cached), offsetof(Props, has_inode_fds) },
         PROP("InodeFdsMax", "t", inode_fds_max),
 };

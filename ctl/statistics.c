@@ -130,6 +130,18 @@ static int take_latency_sum(Snapshot *s, uint32_t op, uint64_t sum) {
         return 1;
 }
 
+/* A counter property (u) and the pause of its last event (t), as crash survival and live upgrade
+ * publish them; false when the daemon has no such counter. */
+static bool get_count_and_pause(sd_bus *bus, const char *name, const char *count, const char *pause, uint32_t *ret_count,
+                                uint64_t *ret_pause) {
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+
+        if (sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE, count, &e, 'u', ret_count) < 0)
+                return false;
+        (void) sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE, pause, &e, 't', ret_pause);
+        return true;
+}
+
 int get_statistics(sd_bus *bus, const char *name, Snapshot *s, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         const char *mode;
@@ -180,12 +192,10 @@ int get_statistics(sd_bus *bus, const char *name, Snapshot *s, sd_bus_error *err
                                                           &e, &poll_mode) >= 0 &&
                                streq(poll_mode, "auto");
                 sd_bus_error_free(&e);
-                s->has_restarts = sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE, "Restarts",
-                                                              &e, 'u', &s->restarts) >= 0;
-                sd_bus_error_free(&e);
-                if (s->has_restarts)
-                        (void) sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE,
-                                                           "LastRestartPauseUSec", &e, 't', &s->restart_pause_usec);
+                s->has_restarts = get_count_and_pause(bus, name, "Restarts", "LastRestartPauseUSec", &s->restarts,
+                                                      &s->restart_pause_usec);
+                s->has_upgrades = get_count_and_pause(bus, name, "Upgrades", "LastUpgradePauseUSec", &s->upgrades,
+                                                      &s->upgrade_pause_usec);
         }
         return r < 0 ? r : 0;
 }

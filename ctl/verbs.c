@@ -213,3 +213,63 @@ int verb_stats(sd_bus *bus, const char *name, char **args) {
         return 0;
 }
 
+
+/* ---- live upgrade ---- */
+
+/* Upgrade() returns once the serving process has handed the guest's session over; the next one
+ * (the binary now installed, or the running code when that cannot start) then answers with its
+ * Upgrades or UpgradeFailures one higher. Waited for here, so that the verb's result is the
+ * upgrade's. */
+#define UPGRADE_WAIT_MSEC 30000
+
+int verb_upgrade(sd_bus *bus, const char *name, char **args) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        struct timespec pause = { 0, 50 * 1000 * 1000 };
+        Props before;
+        int r;
+
+        r = get_all_properties(bus, name, &before, &error);
+        if (r < 0) {
+                props_done(&before);
+                return bus_error_errno(&error, r, "upgrade");
+        }
+        if (!before.has_upgrades) {
+                fprintf(stderr, "fsctl: upgrade: instance %s runs a vufsd %s without live upgrade\n", arg_instance,
+                        before.version ?: "?");
+                props_done(&before);
+                return ERR_FAILED;
+        }
+        r = call_simple(bus, name, "upgrade", "Upgrade", NULL);
+        for (unsigned waited = 0; r >= 0; waited += 50) {
+                Props now;
+
+                if (waited >= UPGRADE_WAIT_MSEC) {
+                        fprintf(stderr, "fsctl: upgrade: instance %s handed its session over, but no serving process "
+                                        "answered within %u s (see the journal)\n",
+                                arg_instance, UPGRADE_WAIT_MSEC / 1000);
+                        r = ERR_FAILED;
+                        break;
+                }
+                (void) nanosleep(&pause, NULL);
+                sd_bus_error_free(&error);
+                if (get_all_properties(bus, name, &now, &error) >= 0 &&
+                    (now.upgrades != before.upgrades || now.upgrade_failures != before.upgrade_failures)) {
+                        if (now.upgrades != before.upgrades) {
+                                if (!arg_quiet)
+                                        printf("%s: upgraded from vufsd %s to vufsd %s (the guest paused %.1f ms)\n",
+                                               arg_instance, before.version ?: "?", now.version ?: "?",
+                                               (double) now.upgrade_pause_usec / 1000.0);
+                        } else {
+                                fprintf(stderr, "fsctl: upgrade: instance %s: the new binary did not take over; the "
+                                                "running vufsd %s fell back to serving the guest (see the journal)\n",
+                                        arg_instance, now.version ?: "?");
+                                r = ERR_FAILED;
+                        }
+                        props_done(&now);
+                        break;
+                }
+                props_done(&now);
+        }
+        props_done(&before);
+        return r;
+}

@@ -17,6 +17,7 @@
 #include "manager.h"
 #include "sandbox.h"
 #include "stats.h"
+#include "upgrade.h"
 
 struct Bus {
         Manager *manager;
@@ -100,6 +101,12 @@ static const char *opcode_name(unsigned op) {
         return "unknown";
 }
 
+/* This build's version; a weak definition so that a test build can report another one
+ * (tests/frontend/test-hooks.c: live upgrade between two builds that differ in their version). */
+__attribute__((weak)) const char *vufsd_version(void) {
+        return PACKAGE_VERSION;
+}
+
 /* ---- properties ---- */
 
 static int property_get_instance(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -110,7 +117,7 @@ static int property_get_instance(sd_bus *bus, const char *path, const char *inte
 
 static int property_get_version(sd_bus *bus, const char *path, const char *interface, const char *property,
                                 sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-        return sd_bus_message_append(reply, "s", PACKAGE_VERSION);
+        return sd_bus_message_append(reply, "s", vufsd_version());
 }
 
 static int property_get_shared_directory(sd_bus *bus, const char *path, const char *interface,
@@ -285,13 +292,25 @@ static int property_get_uptime(sd_bus *bus, const char *path, const char *interf
  * them, each new process knows its number; the pause is the last takeover's. */
 static int property_get_restarts(sd_bus *bus, const char *path, const char *interface, const char *property,
                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-        return sd_bus_message_append(reply, "u", (uint32_t) sandbox_generation());
+        return sd_bus_message_append(reply, "u", (uint32_t) sandbox_restarts());
 }
 
 static int property_get_restart_pause(sd_bus *bus, const char *path, const char *interface, const char *property,
                                       sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Bus *b = userdata;
         return sd_bus_message_append(reply, "t", b->manager->restart_pause_usec);
+}
+
+static int property_get_upgrades(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                 sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "u", (uint32_t) (streq(property, "Upgrades") ? sandbox_upgrades()
+                                                                                         : sandbox_upgrade_failures()));
+}
+
+static int property_get_upgrade_pause(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                      sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Bus *b = userdata;
+        return sd_bus_message_append(reply, "t", b->manager->upgrade_pause_usec);
 }
 
 static int property_get_in_flight(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -490,6 +509,24 @@ static int method_reset_statistics(sd_bus_message *msg, void *userdata, sd_bus_e
         return sd_bus_reply_method_return(msg, NULL);
 }
 
+/* Live upgrade (upgrade.h): answered before this process exits, so the caller knows the session
+ * was handed over; the new process's Upgrades property then tells it is served. */
+static int method_upgrade(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Bus *b = userdata;
+        char why[256] = "";
+        int r;
+
+        log_info("Live upgrade requested (by bus request)");
+        r = upgrade_start(b->manager, why, sizeof why);
+        if (r == -EOPNOTSUPP)
+                return sd_bus_error_setf(error, BUS_ERROR_NOT_SUPPORTED, "%s", why);
+        if (r < 0)
+                return sd_bus_error_setf(error, BUS_ERROR_FAILED, "%s", why);
+        r = sd_bus_reply_method_return(msg, NULL);
+        (void) sd_bus_flush(sd_bus_message_get_bus(msg));
+        return r;
+}
+
 static int append_counters(sd_bus_message *reply, unsigned index, const char *name, const StatsCounters *c) {
         int r;
 
@@ -633,6 +670,8 @@ static const sd_bus_vtable daemon_vtable[] = {
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ResetStatistics", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_reset_statistics,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Upgrade", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_upgrade,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetStatistics", SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("t", timestamp, "t", in_flight, "s", thread_mode, "u", pool_size,
                                               "a{st}", executor, "a(ustttat)", opcodes, "a(ustttat)", queues),
@@ -663,6 +702,9 @@ static const sd_bus_vtable daemon_vtable[] = {
         SD_BUS_PROPERTY("InFlight", "t", property_get_in_flight, 0, 0),
         SD_BUS_PROPERTY("Restarts", "u", property_get_restarts, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("LastRestartPauseUSec", "t", property_get_restart_pause, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Upgrades", "u", property_get_upgrades, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("UpgradeFailures", "u", property_get_upgrades, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("LastUpgradePauseUSec", "t", property_get_upgrade_pause, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("FdsUsed", "t", property_get_budget, 0, 0),
         SD_BUS_PROPERTY("FdBudgetMax", "t", property_get_budget, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("NodesUsed", "t", property_get_budget, 0, 0),

@@ -28,3 +28,6 @@ int bus_resolve_instance(const Config *c, char **ret);
  * with what was last announced and emits PropertiesChanged for the differences. The manager
  * calls it after each frontend connect, disconnect and vhost-user message. NULL-safe. */
 void bus_device_changed(Bus *b);
+
+/* The version this build reports (the Version property, --version). */
+const char *vufsd_version(void);

@@ -4,6 +4,7 @@
  * its help text: --help, the option list the tests compare with the man page and
  * docs/launchers.md, and getopt's table all come from it. */
 #include "config-internal.h"
+#include "bus.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -367,7 +368,7 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         help();
                         return 1;
                 case 'V':
-                        printf("vufsd %s\n", PACKAGE_VERSION);
+                        printf("vufsd %s\n", vufsd_version());
                         return 1;
                 case ARG_PRINT_CAPS:
                         print_capabilities();

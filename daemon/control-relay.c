@@ -58,6 +58,7 @@ static const RelayMember relay_members[] = {
         { BUS_INTERFACE, "SetPollUSec", "u", "", true },
         { BUS_INTERFACE, "SetPollMode", "s", "", true },
         { BUS_INTERFACE, "ResetStatistics", "", "", true },
+        { BUS_INTERFACE, "Upgrade", "", "", true },
         { BUS_INTERFACE, "GetStatistics", "", "ttsua{st}a(ustttat)a(ustttat)", false },
         { BUS_INTERFACE, "GetErrorCounts", "", "a(ut)", false },
         { BUS_INTERFACE, "GetLatencySums", "", "a(ut)", false },

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
@@ -177,16 +178,111 @@ static void log_startup_notes(const Config *c) {
                          c->fs.security_label ? "offered" : "not offered");
 }
 
-static int run(int argc, char *argv[]) {
+/* The serving process from here on (the first, one the spawner forked, or a binary it executed for
+ * an upgrade): the manager, the control object, the socket, the lockdown, the loop. */
+static int serve(Config *cfg, const char *instance, int control_fd, PathSocket *ps, bool upgraded) {
+        /* A binary executed for an upgrade that cannot serve says so to the spawner, which lets
+         * the running code take over instead. */
+        int failed = upgraded ? SANDBOX_EXIT_UPGRADE_REFUSED : 1;
         _cleanup_(manager_freep) Manager *m = NULL;
+        sigset_t mask;
+        int r;
+
+        /* Block the termination signals in every thread: the main loop reads them through a
+         * signalfd, and threads created later inherit the mask. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        /* A frontend that vanishes mid-write must give EPIPE, not kill us. */
+        signal(SIGPIPE, SIG_IGN);
+
+        /* Before any thread exists: requests run as the guest's uid/gid, and root's supplementary
+         * groups would otherwise still grant access (CVE-2022-0358). */
+        /* In a user namespace whose setgroups is "deny" (the caller's own gid mapped without
+         * newgidmap) the groups cannot change: they stay the host user's own (docs/id-mapping.md). */
+        r = userns_setgroups_denied() ? 0 : passthrough_drop_supplementary_groups();
+        if (r < 0) {
+                log_error_errno(r, "Cannot drop supplementary groups: %m");
+                path_socket_done(ps, true);
+                config_done(cfg);
+                return failed;
+        }
+        /* Room for the guest's open files, within the system's limits (CVE-2020-10717); the fd
+         * budget answers ENFILE before this runs out. */
+        (void)passthrough_raise_fd_limit(cfg->rlimit_nofile);
+
+        r = manager_new(&m, cfg);
+        /* The object on the control channel; the supervisor owns the instance's name already. */
+        if (r >= 0)
+                r = bus_open(m, instance, TAKE_FD(control_fd));
+        else
+                control_fd = safe_close(control_fd);
+        if (r >= 0)
+                r = manager_listen(m, ps);
+        if (r >= 0)
+                r = lockdown(m, cfg);
+        if (r < 0) {
+                (void)sandbox_notifyf("ERRNO=%d", -r);
+                m = manager_free(m);
+                path_socket_done(ps, true); /* if the manager did not take it yet */
+                config_done(cfg);
+                return failed;
+        }
+        r = manager_run(m);
+        m = manager_free(m);
+        config_done(cfg);
+        return r < 0 ? failed : r;
+}
+
+
+/* main() of a binary the spawner executed for a live upgrade: what run() does before it reaches
+ * serve() was done by the process it replaces (the socket made, the share opened and mounted, the
+ * bus name owned, the namespaces entered), whose results came as fds; the rest is done again. */
+static int run_upgraded(Config *c, int control_fd, int listen_fd, pid_t main_pid) {
+        PathSocket ps = PATH_SOCKET_NULL;
         _cleanup_free_ char *instance = NULL;
+        int r;
+
+        /* As a forked serving process: it dies with the spawner (execve() may have reset it). */
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        c->main_pid = main_pid;
+        c->fs.has_shared_dir_fd = true;
+        survive_enable(true);
+        /* The listening socket (--socket-path); with --fd or socket activation it is where the
+         * launcher put it, inherited. Its path is the supervisor's to remove. */
+        ps.fd = listen_fd;
+        r = load_privileged_key(c);
+        if (r >= 0)
+                r = bus_resolve_instance(c, &instance);
+        /* An instance named after the pid is named after the launcher's, as before. */
+        if (r >= 0 && !c->instance && strncmp(instance, "pid", 3) == 0) {
+                free(instance);
+                instance = NULL;
+                r = asprintf(&instance, "pid%d", (int) main_pid) < 0 ? -ENOMEM : 0;
+        }
+        if (r < 0) {
+                safe_close(control_fd);
+                path_socket_done(&ps, false);
+                config_done(c);
+                return SANDBOX_EXIT_UPGRADE_REFUSED;
+        }
+        return serve(c, instance, control_fd, &ps, true);
+}
+
+static int run(int argc, char *argv[]) {
+        _cleanup_free_ char *instance = NULL, *exe = NULL;
         ControlRelay *relay = NULL;
         SupervisorControl control;
         PathSocket path_socket = PATH_SOCKET_NULL;
         Config config;
-        sigset_t mask;
-        int r, exit_status = 0, control_fd = -1;
+                int r, exit_status = 0, control_fd = -1, upgrade_listen_fd = -1;
+        pid_t upgrade_main_pid = 0;
 
+        /* Live upgrade: the path the spawner executes the next binary from, recorded before anything
+         * is entered (the sandbox mounts a /proc of its own pid namespace, then leaves the host's
+         * root). A package that installs a new vufsd replaces the file at this path. */
+        exe = realpath("/proc/self/exe", NULL);
         config_init(&config);
         r = config_parse_argv(&config, argc, argv);
         if (r == 0 && (config.config_file || config.instance)) {
@@ -216,6 +312,17 @@ static int run(int argc, char *argv[]) {
                 if (r < 0)
                         log_warning_errno(r, "Cannot log to syslog (/dev/log: %m); logging to stderr");
         }
+        /* Started by the spawner for a live upgrade (respawn.c): the fds a forked serving process
+         * would have inherited, named in the environment; this process is where that one would be
+         * (the namespaces made, the share not entered) and goes on from there as it would. */
+        r = sandbox_take_upgrade_env(&control_fd, &config.fs.shared_dir_fd, &upgrade_listen_fd, &upgrade_main_pid);
+        if (r < 0) {
+                log_error("vufsd: %s is malformed", VUFSD_UPGRADE_ENV);
+                config_done(&config);
+                return SANDBOX_EXIT_UPGRADE_REFUSED;
+        }
+        if (r > 0)
+                return run_upgraded(&config, control_fd, upgrade_listen_fd, upgrade_main_pid);
         log_startup_notes(&config);
         /* The process the launcher started: SOCK.pid holds it, also when a sandboxed child serves. */
         config.main_pid = getpid();
@@ -280,7 +387,12 @@ static int run(int argc, char *argv[]) {
         /* --crash-restarts: this process becomes the spawner and returns here in each serving
          * process it starts (sandbox.h); the supervisor is the keeper (keeper.h). */
         if (r > 0 && config.crash_restarts > 0) {
-                r = sandbox_respawn(config.crash_restarts, config.sandbox, &config.fs.shared_dir_fd, &control_fd);
+                SandboxExec ex = { .exe = exe, .argv = argv, .listen_fd = path_socket.fd };
+
+                if (!exe)
+                        log_warning("Cannot tell vufsd's path (/proc/self/exe): fsctl upgrade will restart the "
+                                    "running code");
+                r = sandbox_respawn(config.crash_restarts, config.sandbox, &config.fs.shared_dir_fd, &control_fd, &ex);
                 survive_enable(true);
         }
         if (r <= 0) {
@@ -295,51 +407,7 @@ static int run(int argc, char *argv[]) {
                 return r < 0 ? 1 : exit_status;
         }
 
-        /* Block the termination signals in every thread: the main loop reads them through a
-         * signalfd, and threads created later inherit the mask. */
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigprocmask(SIG_BLOCK, &mask, NULL);
-        /* A frontend that vanishes mid-write must give EPIPE, not kill us. */
-        signal(SIGPIPE, SIG_IGN);
-
-        /* Before any thread exists: requests run as the guest's uid/gid, and root's supplementary
-         * groups would otherwise still grant access (CVE-2022-0358). */
-        /* In a user namespace whose setgroups is "deny" (the caller's own gid mapped without
-         * newgidmap) the groups cannot change: they stay the host user's own (docs/id-mapping.md). */
-        r = userns_setgroups_denied() ? 0 : passthrough_drop_supplementary_groups();
-        if (r < 0) {
-                log_error_errno(r, "Cannot drop supplementary groups: %m");
-                path_socket_done(&path_socket, true);
-                config_done(&config);
-                return 1;
-        }
-        /* Room for the guest's open files, within the system's limits (CVE-2020-10717); the fd
-         * budget answers ENFILE before this runs out. */
-        (void)passthrough_raise_fd_limit(config.rlimit_nofile);
-
-        r = manager_new(&m, &config);
-        /* The object on the control channel; the supervisor owns the instance's name already. */
-        if (r >= 0)
-                r = bus_open(m, instance, TAKE_FD(control_fd));
-        else
-                control_fd = safe_close(control_fd);
-        if (r >= 0)
-                r = manager_listen(m, &path_socket);
-        if (r >= 0)
-                r = lockdown(m, &config);
-        if (r < 0) {
-                (void)sandbox_notifyf("ERRNO=%d", -r);
-                m = manager_free(m);
-                path_socket_done(&path_socket, true); /* if the manager did not take it yet */
-                config_done(&config);
-                return 1;
-        }
-        r = manager_run(m);
-        m = manager_free(m);
-        config_done(&config);
-        return r < 0 ? 1 : r;
+        return serve(&config, instance, control_fd, &path_socket, false);
 }
 
 int main(int argc, char *argv[]) {

@@ -132,9 +132,10 @@ static void manager_status(Manager *m, const char *state) {
                 snprintf(pool, sizeof pool, " (%u threads)", es.pool_size);
         if (m->status_rate >= 0)
                 snprintf(rate, sizeof rate, "; %.0f req/s", m->status_rate);
-        (void) sandbox_notifyf("STATUS=%s; %u of %u queues running; threads %s%s; cache %s%s", state,
+        /* The version last: after a live upgrade systemctl status shows the new one. */
+        (void) sandbox_notifyf("STATUS=%s; %u of %u queues running; threads %s%s; cache %s%s; vufsd %s", state,
                               info.running_queues, info.n_queues, thread_mode_to_string(es.mode), pool,
-                              cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate);
+                              cache_policy_to_string(fuse_server_get_cache_policy(m->fs)), rate, vufsd_version());
 }
 
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -386,6 +387,30 @@ int manager_listen(Manager *m, PathSocket *s) {
 
 static int manager_loop(Manager *m);
 
+/* The journal's line per upgrade: which binary serves now, what it took over, the guest's pause
+ * (from the previous process stopping its rings to this one resuming them). */
+static void log_upgrade(Manager *m) {
+        const char *version = vufsd_version();
+
+        if (m->upgrade_stopped_usec > 0) {
+                struct timespec ts;
+                uint64_t now;
+
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                now = (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+                m->upgrade_pause_usec = now > m->upgrade_stopped_usec ? now - m->upgrade_stopped_usec : 0;
+        }
+        if (sandbox_upgrade_executed())
+                log_notice("Live upgrade %u: vufsd %s serves the guest's session of vufsd %s (%zu nodes, %zu handles); "
+                           "the guest paused %.1f ms",
+                           sandbox_upgrades(), version, m->upgrade_from[0] ? m->upgrade_from : "?", m->upgrade_nodes,
+                           m->upgrade_handles, (double) m->upgrade_pause_usec / 1000.0);
+        else
+                log_warning("Live upgrade failed: the running vufsd %s serves on (%zu nodes, %zu handles); the guest "
+                            "paused %.1f ms",
+                            version, m->upgrade_nodes, m->upgrade_handles, (double) m->upgrade_pause_usec / 1000.0);
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = userdata;
 
@@ -413,17 +438,26 @@ int manager_run(Manager *m) {
         (void) sd_event_source_set_description(m->status_timer, "status");
 
         if (survive_enabled() && sandbox_generation() > 0) {
-                /* The previous serving process died: take over what it served. */
+                /* The previous serving process died, or stopped for an upgrade: take over what it
+                 * served. */
                 r = survive_resume(m);
                 if (r < 0)
-                        return log_error_errno(r, "Cannot take over from the serving process that died: %m");
+                        return log_error_errno(r, "Cannot take over from the previous serving process: %m");
+                if (sandbox_upgrading()) {
+                        log_upgrade(m);
+                        sandbox_upgrade_took_over();
+                        if (r > 0)
+                                manager_status(m, "Frontend connected");
+                }
                 if (r > 0) {
                         uint64_t now;
                         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
-                        m->restart_pause_usec = now - sandbox_death_usec();
-                        log_notice("Took over the guest's connection and rings (restart %u), %.1f ms after the "
-                                   "previous serving process died",
-                                   sandbox_generation(), (double) (now - sandbox_death_usec()) / 1000.0);
+                        if (!sandbox_upgrading()) {
+                                m->restart_pause_usec = now - sandbox_death_usec();
+                                log_notice("Took over the guest's connection and rings (restart %u), %.1f ms after "
+                                           "the previous serving process died",
+                                           sandbox_restarts(), (double) (now - sandbox_death_usec()) / 1000.0);
+                        }
                         return manager_loop(m);
                 }
         }

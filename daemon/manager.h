@@ -45,6 +45,14 @@ typedef struct Manager {
         /* --crash-restarts: from the death of the previous serving process to this one serving its
          * connection (0 in the first process, or when there was no connection to take over). */
         uint64_t restart_pause_usec;
+
+        /* Live upgrade (upgrade.h): this process stopped its rings for one (it exits next); in the
+         * process an upgrade started, when the previous one stopped its rings, what it restored
+         * and from which version, and the guest's pause (0 when it was not started by one). */
+        bool upgrade_started;
+        uint64_t upgrade_stopped_usec, upgrade_pause_usec;
+        size_t upgrade_nodes, upgrade_handles;
+        char upgrade_from[64];
 } Manager;
 
 int manager_new(Manager **ret, const Config *c);

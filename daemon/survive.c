@@ -10,6 +10,7 @@
 #include "log.h"
 #include "manager.h"
 #include "sandbox.h"
+#include "upgrade.h"
 
 static atomic_bool enabled;
 
@@ -107,6 +108,19 @@ int survive_resume(Manager *m) {
         r = replay_session(m);
         if (r < 0)
                 return r;
+        /* After an upgrade, the guest's nodes and handles under the same ids, before any request
+         * runs. A binary executed for it that cannot use them refuses (the spawner then lets the
+         * running code take over with them); that code itself serves on without them. */
+        if (sandbox_upgrading()) {
+                r = upgrade_resume(m);
+                if (r < 0 && sandbox_upgrade_executed())
+                        return r;
+                if (r < 0) {
+                        log_error("Live upgrade: serving without the guest's session; its node ids answer ESTALE");
+                        (void) keeper_store(KEEPER_SLOT_UPGRADE, NULL, 0, NULL, 0);
+                        (void) keeper_store_list(NULL, 0);
+                }
+        }
         n = keeper_fetch(KEEPER_SLOT_DEVICE, &rec, sizeof rec, fds, ELEMENTSOF(fds), &n_fds);
         if (n <= 0) {
                 close_all(fds, n_fds);

@@ -349,6 +349,26 @@ int device_get_vring_base(Device *d, unsigned idx, unsigned *ret) {
         return 0;
 }
 
+uint64_t device_quiesce(Device *d) {
+        uint64_t stopped = 0;
+
+        /* As GET_VRING_BASE stops a ring (queue_stop(): nothing more is popped, what was popped
+         * finishes and is published), but every fd stays: the keeper's record names them and the
+         * next process resumes each ring from its in-flight table, now without a request in it. */
+        for (unsigned i = 0; i < d->n_queues && i < 64; i++)
+                if (d->queues[i].thread_running) {
+                        queue_stop(&d->queues[i]);
+                        stopped |= 1ull << i;
+                }
+        return stopped;
+}
+
+void device_unquiesce(Device *d, uint64_t stopped) {
+        for (unsigned i = 0; i < d->n_queues && i < 64; i++)
+                if (stopped & (1ull << i))
+                        (void) queue_start(&d->queues[i]);
+}
+
 int device_set_vring_kick(Device *d, unsigned idx, int fd) {
         _cleanup_close_ int owned = fd;
         Queue *q = device_queue(d, idx);

@@ -137,6 +137,10 @@ int device_set_vring_base(Device *d, unsigned idx, unsigned base);
 int device_get_vring_base(Device *d, unsigned idx, unsigned *ret);
 /* These take ownership of fd (-1 = no fd). */
 int device_set_vring_kick(Device *d, unsigned idx, int fd);
+/* Live upgrade: stops popping every running ring and waits for the requests in flight, keeping
+ * every fd (the queues a bit each, for device_unquiesce() when the upgrade does not go ahead). */
+uint64_t device_quiesce(Device *d);
+void device_unquiesce(Device *d, uint64_t stopped);
 int device_set_vring_call(Device *d, unsigned idx, int fd);
 int device_set_vring_err(Device *d, unsigned idx, int fd);
 int device_set_vring_enable(Device *d, unsigned idx, bool enable);

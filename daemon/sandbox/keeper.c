@@ -2,6 +2,7 @@
 #include "keeper.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -25,9 +26,46 @@ static void slot_clear(unsigned i) {
         slots[i].len = 0;
 }
 
+/* The list slot's fds: any number (a session's nodes and handles), so on the heap (the
+ * supervisor's filter has brk, mmap and munmap), bounded by KEEPER_MAX_LIST_FDS. */
+static struct {
+        int *fds;
+        size_t n, cap;
+} list;
+
+static void list_clear(void) {
+        for (size_t k = 0; k < list.n; k++)
+                safe_close(list.fds[k]);
+        list.n = 0;
+}
+
+static bool list_append(int *fds, size_t n_fds) {
+        if (n_fds == 0) /* a store that empties the list */
+                return true;
+        if (list.n + n_fds > KEEPER_MAX_LIST_FDS)
+                return false;
+        if (list.n + n_fds > list.cap) {
+                /* malloc, copy, free rather than realloc(): a large realloc() is an mremap(), which
+                 * the supervisor's filter allows only with a control plane. */
+                size_t cap = MAX(list.cap * 2, list.n + n_fds + 64);
+                int *p = malloc(cap * sizeof(int));
+                if (!p)
+                        return false;
+                if (list.n > 0)
+                        memcpy(p, list.fds, list.n * sizeof(int));
+                free(list.fds);
+                list.fds = p;
+                list.cap = cap;
+        }
+        memcpy(list.fds + list.n, fds, n_fds * sizeof(int));
+        list.n += n_fds;
+        return true;
+}
+
 void keeper_clear(void) {
         for (unsigned i = 0; i < KEEPER_SLOTS; i++)
                 slot_clear(i);
+        list_clear();
 }
 
 static void close_fds(int *fds, size_t n) {
@@ -61,13 +99,45 @@ int keeper_send_fds(int sock, const struct iovec *iov, size_t n_iov, const int *
         return 0;
 }
 
+/* The list slot: a store empties it and adds its fds, an append adds them, a fetch (the slot
+ * byte, then a u32 index) answers the KEEPER_MAX_FDS from that index on, with the list's length
+ * (u32) as its record. An append that does not fit empties the list: the fetcher then finds fewer
+ * fds than its record names and refuses the whole. */
+static bool list_handle(int ctl, const uint8_t *p, size_t n, int *fds, size_t n_fds) {
+        if (p[0] == KEEPER_TAG_STORE || p[0] == KEEPER_TAG_APPEND) {
+                if (p[0] == KEEPER_TAG_STORE)
+                        list_clear();
+                if (n_fds > KEEPER_MAX_FDS || !list_append(fds, n_fds)) {
+                        close_fds(fds, n_fds);
+                        list_clear();
+                }
+                return true;
+        }
+        close_fds(fds, n_fds);
+        {
+                uint8_t hdr[2] = { KEEPER_TAG_RECORD, KEEPER_SLOT_UPGRADE_FDS };
+                uint32_t from = 0, total = (uint32_t) list.n;
+                struct iovec iov[2] = { { hdr, sizeof hdr }, { &total, sizeof total } };
+                size_t k;
+
+                if (n >= 6)
+                        memcpy(&from, p + 2, sizeof from);
+                from = MIN(from, total);
+                k = MIN((size_t) (total - from), (size_t) KEEPER_MAX_FDS);
+                (void) keeper_send_fds(ctl, iov, 2, list.fds ? list.fds + from : NULL, k);
+        }
+        return true;
+}
+
 bool keeper_handle(int ctl, const void *buf, size_t n, int *fds, size_t n_fds) {
         const uint8_t *p = buf;
         unsigned slot;
 
-        if (n < 2 || (p[0] != KEEPER_TAG_STORE && p[0] != KEEPER_TAG_FETCH))
+        if (n < 2 || (p[0] != KEEPER_TAG_STORE && p[0] != KEEPER_TAG_FETCH && p[0] != KEEPER_TAG_APPEND))
                 return false;
         slot = p[1];
+        if (slot == KEEPER_SLOT_UPGRADE_FDS)
+                return list_handle(ctl, p, n, fds, n_fds);
         if (slot >= KEEPER_SLOTS || n - 2 > KEEPER_MAX_RECORD || n_fds > KEEPER_MAX_FDS) {
                 close_fds(fds, n_fds);
                 return true;
@@ -101,8 +171,8 @@ int keeper_store(unsigned slot, const void *record, size_t len, const int *fds, 
         return keeper_send_fds(ctl, iov, 2, fds, n_fds);
 }
 
-int keeper_fetch(unsigned slot, void *buf, size_t size, int *fds, size_t max, size_t *ret_n_fds) {
-        uint8_t hdr[2] = { KEEPER_TAG_FETCH, (uint8_t) slot }, got[2];
+static int fetch_from(unsigned slot, uint32_t from, void *buf, size_t size, int *fds, size_t max, size_t *ret_n_fds) {
+        uint8_t hdr[6] = { KEEPER_TAG_FETCH, (uint8_t) slot }, got[2];
         union {
                 struct cmsghdr align;
                 char buf[CMSG_SPACE(sizeof(int) * KEEPER_MAX_FDS)];
@@ -117,6 +187,7 @@ int keeper_fetch(unsigned slot, void *buf, size_t size, int *fds, size_t max, si
         *ret_n_fds = 0;
         if (ctl < 0)
                 return -ENOTCONN;
+        memcpy(hdr + 2, &from, sizeof from);
         if (send(ctl, hdr, sizeof hdr, MSG_NOSIGNAL) != sizeof hdr)
                 return -errno;
         n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
@@ -138,4 +209,52 @@ int keeper_fetch(unsigned slot, void *buf, size_t size, int *fds, size_t max, si
                 return -EBADMSG;
         }
         return (int) (n - 2);
+}
+
+int keeper_fetch(unsigned slot, void *buf, size_t size, int *fds, size_t max, size_t *ret_n_fds) {
+        return fetch_from(slot, 0, buf, size, fds, max, ret_n_fds);
+}
+
+int keeper_store_list(const int *fds, size_t n) {
+        int ctl = sandbox_channel_fd();
+
+        if (ctl < 0)
+                return -ENOTCONN;
+        for (size_t at = 0; at == 0 || at < n; at += KEEPER_MAX_FDS) {
+                uint8_t hdr[2] = { at == 0 ? KEEPER_TAG_STORE : KEEPER_TAG_APPEND, KEEPER_SLOT_UPGRADE_FDS };
+                struct iovec iov = { hdr, sizeof hdr };
+                int r = keeper_send_fds(ctl, &iov, 1, fds ? fds + at : NULL, MIN(n - at, (size_t) KEEPER_MAX_FDS));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int keeper_fetch_list(size_t n_want, int **ret) {
+        _cleanup_free_ int *all = NULL;
+        size_t have = 0;
+
+        *ret = NULL;
+        if (n_want > KEEPER_MAX_LIST_FDS)
+                return -E2BIG;
+        all = malloc(MAX(n_want, (size_t) 1) * sizeof(int));
+        if (!all)
+                return -ENOMEM;
+        while (have < n_want) {
+                uint32_t total;
+                size_t got;
+                int r = fetch_from(KEEPER_SLOT_UPGRADE_FDS, (uint32_t) have, &total, sizeof total, all + have,
+                                   n_want - have, &got);
+                if (r >= 0 && (r != sizeof total || total != n_want || got == 0)) {
+                        close_fds(all + have, got);
+                        r = -EBADMSG;
+                }
+                if (r < 0) {
+                        close_fds(all, have);
+                        return r;
+                }
+                have += got;
+        }
+        *ret = TAKE_PTR(all);
+        return 0;
 }

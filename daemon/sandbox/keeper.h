@@ -20,7 +20,16 @@
 enum {
         KEEPER_SLOT_DEVICE = 0,  /* device-snapshot.h's record: the frontend's configuration */
         KEEPER_SLOT_SESSION = 1, /* the guest's FUSE_INIT, replayed into the next process's server */
+        KEEPER_SLOT_UPGRADE = 2, /* live upgrade (upgrade.h): a small record and the sealed memfd of
+                                  * the session's stream; empty while no upgrade is under way */
+        /* The fds of that session (one per node and open handle): any number, so this slot is a
+         * list that grows (KEEPER_TAG_APPEND) and is fetched KEEPER_MAX_FDS at a time from an
+         * index; a store replaces it. Its record is empty. */
+        KEEPER_SLOT_UPGRADE_FDS = 3,
 };
+
+/* At most this many fds in the list slot (each is one node or handle of the guest's session). */
+#define KEEPER_MAX_LIST_FDS (1u << 20)
 
 /* The first byte of a message on the supervisor channel that is not a notification. */
 enum {
@@ -28,6 +37,7 @@ enum {
         KEEPER_TAG_FETCH = 0x02, /* daemon -> keeper: slot byte */
         KEEPER_TAG_RECORD = 0x03, /* keeper -> daemon: slot byte, record (empty: none), fds */
         KEEPER_TAG_CHANNEL = 0x04, /* spawner -> supervisor: a new control channel's end (one fd) */
+        KEEPER_TAG_APPEND = 0x05,  /* daemon -> keeper: slot byte (the list slot), fds added to it */
 };
 
 /* ---- the supervisor's side ---- */
@@ -49,3 +59,8 @@ int keeper_store(unsigned slot, const void *record, size_t len, const int *fds, 
 /* Fetches slot's record into buf (size bytes) and its fds (at most max, owned by the caller).
  * Returns the record's length, 0 when the slot is empty. */
 int keeper_fetch(unsigned slot, void *buf, size_t size, int *fds, size_t max, size_t *ret_n_fds);
+
+/* The list slot (KEEPER_SLOT_UPGRADE_FDS): replaces it with the n fds (borrowed), sent
+ * KEEPER_MAX_FDS per message; and fetches all of it (*ret malloc'd, n_want fds expected). */
+int keeper_store_list(const int *fds, size_t n);
+int keeper_fetch_list(size_t n_want, int **ret);

@@ -64,6 +64,10 @@ int sandbox_channel_fd(void) {
         return control_fd;
 }
 
+void sandbox_set_channel_fd(int fd) {
+        control_fd = fd;
+}
+
 /* ---- the supervisor (the original process, outside the sandbox) ---- */
 
 /* Notification fields the daemon may send through the supervisor: those it sends. MAINPID, FDSTORE

@@ -109,6 +109,8 @@ int sandbox_netns_fd(void);
 /* The daemon's end of the supervisor channel (-1 before sandbox_prepare()): keeper.c's records
  * travel over it. */
 int sandbox_channel_fd(void);
+/* The same, handed over by the spawner to a binary it executed (sandbox_take_upgrade_env()). */
+void sandbox_set_channel_fd(int fd);
 
 /* Crash survival (docs/survival.md), in the process sandbox_prepare() returned 1 in, before it does
  * anything else: that process stays as the spawner and forks the serving process, which returns 1
@@ -118,10 +120,44 @@ int sandbox_channel_fd(void);
  * on to, ends it the same way. Never returns in the spawner. */
 #define RESPAWN_WINDOW_SEC 60
 #define RESPAWN_MAX_RESTARTS 64
+/* Live upgrade (docs/survival.md "Live upgrade"): a serving process that exits with
+ * SANDBOX_EXIT_UPGRADE has left its session with the keeper; the spawner then starts the binary at
+ * exe (recorded by main() at start) with argv and VUFSD_UPGRADE_ENV in its environment, which names
+ * the fds a forked serving process would have inherited (sandbox_take_upgrade_env() in the new
+ * main()). A new binary that refuses the session exits with SANDBOX_EXIT_UPGRADE_REFUSED; then, as
+ * when it cannot be executed at all or ends in any way before it says it took over
+ * (sandbox_upgrade_took_over()), the running code is forked with the same session. Neither counts
+ * as a crash. */
+#define SANDBOX_EXIT_UPGRADE 120
+#define SANDBOX_EXIT_UPGRADE_REFUSED 121
+#define VUFSD_UPGRADE_ENV "VUFSD_UPGRADE_FDS"
+typedef struct SandboxExec {
+        const char *exe;   /* NULL: upgrades fall back to the running code */
+        char *const *argv;
+        int listen_fd;     /* main()'s listening socket (--socket-path), -1 when none */
+} SandboxExec;
 /* *control_channel: the daemon's end of the control channel (-1: none); each process after the
  * first gets a new one, whose other end goes to the supervisor's control plane. */
-int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int *control_channel);
-/* 0 in the first serving process, n in the one started after the n-th death. */
+int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int *control_channel,
+                    const SandboxExec *exec);
+/* In main() of a binary the spawner executed for an upgrade (VUFSD_UPGRADE_ENV set): takes the fds
+ * it names (supervisor channel, control channel, share, listening socket; close-on-exec again) and
+ * the counters, and removes the variable. 0 when it is not set, 1 when taken, -EBADMSG when it is
+ * malformed. */
+int sandbox_take_upgrade_env(int *ret_control_channel, int *ret_share_fd, int *ret_listen_fd, pid_t *ret_main_pid);
+/* 0 in the first serving process, n in the one started after the n-th death or upgrade. */
 unsigned sandbox_generation(void);
+/* Deaths by a signal, upgrades done, and upgrades that fell back to the running code, so far. */
+unsigned sandbox_restarts(void);
+unsigned sandbox_upgrades(void);
+unsigned sandbox_upgrade_failures(void);
+/* Whether this serving process was started by an upgrade (the new binary, or the fallback). */
+bool sandbox_upgrading(void);
+/* Whether this process is a binary the spawner executed for an upgrade (not the running code
+ * forked as the fallback). */
+bool sandbox_upgrade_executed(void);
+/* In that binary, once it serves the guest's session: tells the spawner (until then its death is
+ * a failed upgrade, and the running code takes over). */
+void sandbox_upgrade_took_over(void);
 /* CLOCK_MONOTONIC µs when the previous serving process was found dead (0 in the first). */
 uint64_t sandbox_death_usec(void);

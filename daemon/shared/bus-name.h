@@ -8,6 +8,7 @@
 #define BUS_ERROR_OUT_OF_RANGE "org.vufsd.Error.OutOfRange"
 #define BUS_ERROR_INVALID_CACHE_POLICY "org.vufsd.Error.InvalidCachePolicy"
 #define BUS_ERROR_FAILED "org.vufsd.Error.Failed"
+#define BUS_ERROR_NOT_SUPPORTED "org.vufsd.Error.NotSupported"
 
 /* Group whose members may change a running instance, besides root (see policy/). */
 #define BUS_ADMIN_GROUP "vufsd"

@@ -306,6 +306,22 @@ want 1 "fsctl refuses the impostor for the group vufsd too"
 as_root -i pol1 status
 want 0 "fsctl still trusts root's vufsd connected as vufsd-bus"
 
+# ---- live upgrade (docs/survival.md): a setter like the others ----
+start_vufsd upg --crash-restarts=3
+as_nobody -i upg upgrade
+want 4 "nobody: upgrade denied"
+check "nobody: upgrade: AccessDenied from the bus" grep -q "access denied.*the bus said: Rejected send message" <<<"$(tr '\n' ' ' <<<"$err")"
+as_admin -i upg upgrade
+want 0 "group vufsd: upgrade"
+as_root -i upg upgrade
+want 0 "root: upgrade"
+check "root: upgrade says what serves now: $out" grep -q "^upg: upgraded from vufsd .* to vufsd .* (the guest paused" <<<"$out"
+as_root -i upg stats --json
+check "two upgrades counted, no restart" json 'd["upgrades"]==2 and d["restarts"]==0'
+as_root -i pol1 upgrade
+want 1 "root: upgrade of an instance without --crash-restarts fails"
+check "it names the option: $err" grep -q -- "--crash-restarts" <<<"$err"
+
 # ---- a bus that lets everyone do everything: the daemon's own check still refuses ----
 start_bus open "
   <policy context=\"default\">
@@ -328,6 +344,9 @@ as_root -i pol2 status --json
 check "open bus: nobody's set-poll-us changed nothing" json 'd["poll_usec"]==50 and d["poll_mode"]=="auto"'
 as_nobody -i pol2 set-poll-us auto
 want 4 "open bus: nobody's set-poll-us auto (SetPollMode) refused by vufsd"
+as_nobody -i pol2 upgrade
+want 4 "open bus: nobody's upgrade refused by vufsd"
+check "vufsd says who may (upgrade)" grep -q 'Only root and members of the group "vufsd" may change vufsd instance "pol2"' <<<"$err"
 as_nobody -i pol2 status
 want 0 "open bus: nobody reads"
 as_admin -i pol2 set-threads 2

@@ -578,7 +578,7 @@ START_TEST(test_introspection) {
         for (unsigned i = 0; li->methods && li->methods[i]; i++)
                 ck_assert_msg(g_dbus_interface_info_lookup_method(ri, li->methods[i]->name),
                               "method %s is in the daemon but not in the XML", li->methods[i]->name);
-        ck_assert_uint_eq(n, 8);
+        ck_assert_uint_eq(n, 9);
 
         /* Properties: type, access and change signalling. */
         for (n = 0; ri->properties && ri->properties[n]; n++) {
@@ -593,7 +593,7 @@ START_TEST(test_introspection) {
         for (unsigned i = 0; li->properties && li->properties[i]; i++)
                 ck_assert_msg(g_dbus_interface_info_lookup_property(ri, li->properties[i]->name),
                               "property %s is in the daemon but not in the XML", li->properties[i]->name);
-        ck_assert_uint_eq(n, 26);
+        ck_assert_uint_eq(n, 29);
 
         /* Signals: none of its own (PropertiesChanged belongs to org.freedesktop.DBus.Properties). */
         ck_assert(!(li->signals && li->signals[0]));

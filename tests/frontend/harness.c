@@ -250,3 +250,30 @@ int fe_harness_session(FeHarness *h, Frontend **ret_fe, FeFuse **ret_c) {
         *ret_c = c;
         return 0;
 }
+
+pid_t fe_harness_serving_pid(const FeHarness *h) {
+        pid_t spawner = fe_harness_daemon_pid(h);
+        return spawner > 0 ? fe_harness_first_child(spawner) : 0;
+}
+
+int fe_harness_put_file(FeHarness *h, const char *name, const char *content) {
+        _cleanup_free_ char *p = fe_harness_path(h, name);
+        FILE *f;
+        int r = 0;
+
+        if (!p)
+                return -ENOMEM;
+        f = fopen(p, "we");
+        if (!f)
+                return -errno;
+        if (fputs(content, f) < 0)
+                r = -EIO;
+        if (fclose(f) != 0 && r == 0)
+                r = -errno;
+        return r;
+}
+
+int fe_cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : x > y;
+}

@@ -46,6 +46,13 @@ char *fe_harness_path(FeHarness *h, const char *name);
 pid_t fe_harness_daemon_pid(const FeHarness *h);
 /* The first child of pid (from /proc/PID/task/PID/children), 0 when it has none. */
 pid_t fe_harness_first_child(pid_t pid);
+/* With --crash-restarts: the serving process (supervisor -> spawner -> serving process), 0 when
+ * there is none at the moment. */
+pid_t fe_harness_serving_pid(const FeHarness *h);
+/* Writes content to name in the shared directory (created or truncated); 0 or a negative errno. */
+int fe_harness_put_file(FeHarness *h, const char *name, const char *content);
+/* qsort() comparison of uint64_t (pauses, latencies: medians and worst cases). */
+int fe_cmp_u64(const void *a, const void *b);
 /* How many fds pid has open (the entries of /proc/PID/fd), or a negative errno. */
 int fe_harness_count_fds(pid_t pid);
 /* A "Field: N kB" line of /proc/PID/status (RssAnon, VmRSS), in kB, or -1 if absent or unreadable. */

@@ -47,12 +47,6 @@ static void start(const char *restarts) {
         ck_assert_int_eq(fe_harness_session(h, &fe, &c), 0);
 }
 
-/* supervisor -> spawner -> serving process. */
-static pid_t serving_pid(void) {
-        pid_t spawner = fe_harness_daemon_pid(h);
-        return spawner > 0 ? fe_harness_first_child(spawner) : 0;
-}
-
 static uint64_t now_ms(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -61,13 +55,13 @@ static uint64_t now_ms(void) {
 
 /* Kills the serving process with sig and waits for its successor (another pid). */
 static pid_t kill_serving(int sig) {
-        pid_t old = serving_pid(), now = 0;
+        pid_t old = fe_harness_serving_pid(h), now = 0;
         uint64_t until = now_ms() + 5000;
 
         ck_assert_int_gt(old, 0);
         ck_assert_int_eq(kill(old, sig), 0);
         while (now_ms() < until) {
-                now = serving_pid();
+                now = fe_harness_serving_pid(h);
                 if (now > 0 && now != old)
                         return now;
                 usleep(2000);
@@ -143,7 +137,7 @@ START_TEST(test_crash_loop_ends_vufsd) {
         start("--crash-restarts=2");
         kill_serving(SIGKILL);
         kill_serving(SIGKILL);
-        ck_assert_int_eq(kill(serving_pid(), SIGKILL), 0);
+        ck_assert_int_eq(kill(fe_harness_serving_pid(h), SIGKILL), 0);
         ck_assert_int_eq(fe_backend_wait(h->backend, 5000, &status), 0);
         ck_assert_msg(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "vufsd %s",
                       fe_backend_describe(status, buf, sizeof buf));
@@ -253,7 +247,7 @@ static void assert_taken_over(pid_t first) {
         uint64_t until = now_ms() + 5000;
         pid_t now = 0;
 
-        while (now_ms() < until && ((now = serving_pid()) == first || now == 0))
+        while (now_ms() < until && ((now = fe_harness_serving_pid(h)) == first || now == 0))
                 usleep(2000);
         ck_assert_msg(now != first && now > 0, "the serving process was not killed: the hook did not fire");
 }
@@ -268,15 +262,6 @@ static int symlink_req(const char *name, const char *target) {
         r = fe_fuse_call(c, req);
         fe_fuse_req_free(c, req);
         return r;
-}
-
-static void put_file(const char *name, const char *content) {
-        _cleanup_free_ char *p = fe_harness_path(h, name);
-        FILE *f = fopen(p, "we");
-
-        ck_assert_ptr_nonnull(f);
-        fputs(content, f);
-        fclose(f);
 }
 
 static int link_req(uint64_t nodeid, const char *newname, struct fuse_entry_out *e) {
@@ -378,13 +363,13 @@ START_TEST(test_kill_at_each_step) {
         int r;
 
         /* What each one acts on exists before vufsd starts. */
-        put_file("victim", "x");
+        ck_assert_int_eq(fe_harness_put_file(h, "victim", "x"), 0);
         {
                 _cleanup_free_ char *d = fe_harness_path(h, "emptydir");
                 ck_assert_int_eq(mkdir(d, 0755), 0);
         }
         start_killing_at(step, kill_case_opcode[kc]);
-        first = serving_pid();
+        first = fe_harness_serving_pid(h);
         switch (kc) {
         case KILL_MKDIR:
                 r = fe_fuse_mkdir(c, FUSE_ROOT_ID, "newdir", 0755, &e);
@@ -434,11 +419,11 @@ END_TEST
  * with opcode and opens name with flags; returns the serving process. */
 static pid_t open_killing_at(unsigned step, uint32_t opcode, const char *name, uint32_t flags,
                              struct fuse_entry_out *e, uint64_t *fh) {
-        put_file(name, "");
+        ck_assert_int_eq(fe_harness_put_file(h, name, ""), 0);
         start_killing_at(step, opcode);
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, name, e), 0);
         ck_assert_int_eq(fe_fuse_open(c, e->nodeid, flags, fh), 0);
-        return serving_pid();
+        return fe_harness_serving_pid(h);
 }
 
 /* The size of name in the share. */
@@ -487,7 +472,7 @@ START_TEST(test_copy_file_range_answered_once) {
         pid_t first = open_killing_at(step, FUSE_COPY_FILE_RANGE, "copy", O_WRONLY, &e, &ci.fh_out);
         int r;
 
-        put_file("source", "0123456789");
+        ck_assert_int_eq(fe_harness_put_file(h, "source", "0123456789"), 0);
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "source", &src), 0);
         ck_assert_int_eq(fe_fuse_open(c, src.nodeid, O_RDONLY, &ci.fh_in), 0);
         ci.nodeid_out = e.nodeid;
@@ -513,7 +498,7 @@ START_TEST(test_xattr_answered_once) {
         pid_t first;
         int r;
 
-        put_file("attrs", "");
+        ck_assert_int_eq(fe_harness_put_file(h, "attrs", ""), 0);
         path = fe_harness_path(h, "attrs");
         if (remove)
                 ck_assert_int_eq(setxattr(path, "user.survive", "x", 1, 0), 0);
@@ -525,7 +510,7 @@ START_TEST(test_xattr_answered_once) {
         ck_assert_int_eq(unsetenv("VUFSD_TEST_KILL"), 0);
         ck_assert_int_eq(fe_harness_session(h, &fe, &c), 0);
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "attrs", &e), 0);
-        first = serving_pid();
+        first = fe_harness_serving_pid(h);
         if (remove)
                 r = fe_fuse_request(c, FUSE_REMOVEXATTR, e.nodeid, (FeFuseArg[]){ { "user.survive", 13 } }, 1, NULL, 0);
         else
@@ -540,11 +525,6 @@ START_TEST(test_xattr_answered_once) {
         ck_assert_int_eq(getxattr(path, "user.survive", got, sizeof got), remove ? -1 : 1);
 }
 END_TEST
-
-static int cmp_u64(const void *a, const void *b) {
-        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-        return x < y ? -1 : x > y;
-}
 
 /* SIGKILL at a random moment of a request in flight (MKDIR, or CREATE with O_EXCL), 25 times: each
  * answered 0 exactly once, the name there; the pause a guest sees per kill (from the kill to the
@@ -562,7 +542,7 @@ static void kill_storm(uint32_t opcode) {
                 FeFuseReq *req, *done;
                 struct timespec t0, t1;
                 char name[16];
-                pid_t old = serving_pid();
+                pid_t old = fe_harness_serving_pid(h);
 
                 snprintf(name, sizeof name, "s%u", k);
                 if (opcode == FUSE_MKDIR) {
@@ -592,7 +572,7 @@ static void kill_storm(uint32_t opcode) {
                                           ((int64_t) t1.tv_nsec - (int64_t) t0.tv_nsec) / 1000);
         }
         ck_assert_uint_eq(c->proto_errors, 0);
-        qsort(pause_us, KILLS, sizeof pause_us[0], cmp_u64);
+        qsort(pause_us, KILLS, sizeof pause_us[0], fe_cmp_u64);
         fprintf(stderr, "pause per kill over %d kills: median %.1f ms, worst %.1f ms\n", KILLS,
                 (double) pause_us[KILLS / 2] / 1000.0, (double) pause_us[KILLS - 1] / 1000.0);
         ck_assert_msg(pause_us[KILLS - 1] < 5000000, "a kill paused the guest %.1f s", (double) pause_us[KILLS - 1] / 1e6);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus.h"
 #include "device.h"
 #include "sandbox.h"
 #include "survive.h"
@@ -46,4 +47,10 @@ void survive_test_hooks_install(Device *d) {
         kill_opcode = op;
         if (kill_step >= 0)
                 device_set_step_hook(d, step_hook);
+}
+
+/* Another version than vufsd's: the live-upgrade test (test-frontend-upgrade) alternates the two
+ * builds and sees each upgrade in the Version property. */
+const char *vufsd_version(void) {
+        return PACKAGE_VERSION "+test-hooks";
 }
