@@ -24,6 +24,7 @@
 #include "frontend.h"
 #include "fuse-client.h"
 #include "harness.h"
+#include "host-locks.h"
 #include "util.h"
 #include "test-main.h"
 
@@ -425,6 +426,46 @@ START_TEST(test_many_open_files) {
 }
 END_TEST
 
+/* The guest's locks are held throughout: a POSIX lock (its owner's open file description goes to
+ * the new process in an fd slot, and with it the lock) and a flock (with its handle's fd). After the
+ * upgrade a host process and a second guest owner see both held, and the owners release them. */
+START_TEST(test_locks_kept) {
+        static const uint64_t owner = 0x1111, other = 0x2222;
+        _cleanup_free_ char *path = NULL;
+        struct fuse_file_lock got;
+        struct fuse_entry_out e;
+        uint64_t fh, fh_flock;
+        char out[4096];
+
+        ck_assert_int_eq(fe_harness_put_file(h, "lk", "locked file"), 0);
+        path = fe_harness_path(h, "lk");
+        start("--crash-restarts=5");
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "lk", &e), 0);
+        ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_RDWR, &fh), 0);
+        ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_RDONLY, &fh_flock), 0);
+        ck_assert_int_eq(fe_fuse_setlk(c, e.nodeid, fh, owner, false, F_WRLCK, 0, 99), 0);
+        ck_assert_int_eq(fe_fuse_setlk(c, e.nodeid, fh_flock, owner, true, F_RDLCK, 0, UINT64_MAX), 0);
+        ck_assert_int_eq(test_host_lock_type(path, 0, 100), F_WRLCK);
+
+        install(binary(1));
+        upgrade(out, sizeof out);
+
+        ck_assert_int_eq(test_host_lock_type(path, 0, 100), F_WRLCK);
+        ck_assert_int_eq(test_host_lock_type(path, 100, 0), F_UNLCK);
+        ck_assert(!test_host_flock_free(path));
+        ck_assert_int_eq(fe_fuse_getlk(c, e.nodeid, fh, other, F_RDLCK, 50, 60, &got), 0);
+        ck_assert_int_eq(got.type, F_WRLCK);
+        /* The owner's lock is its own still: it changes it without conflicting with itself. */
+        ck_assert_int_eq(fe_fuse_setlk(c, e.nodeid, fh, owner, false, F_RDLCK, 0, 99), 0);
+        ck_assert_int_eq(test_host_lock_type(path, 0, 100), F_RDLCK);
+        ck_assert_int_eq(fe_fuse_setlk(c, e.nodeid, fh, owner, false, F_UNLCK, 0, UINT64_MAX), 0);
+        ck_assert_int_eq(fe_fuse_setlk(c, e.nodeid, fh_flock, owner, true, F_UNLCK, 0, UINT64_MAX), 0);
+        ck_assert_int_eq(test_host_lock_type(path, 0, 0), F_UNLCK);
+        ck_assert(test_host_flock_free(path));
+        ck_assert_uint_eq(c->proto_errors, 0);
+}
+END_TEST
+
 /* The listening socket goes to the new binary too: with --keep-listening a frontend that leaves
  * after an upgrade is followed by another that the new process accepts. */
 START_TEST(test_listening_socket_kept) {
@@ -534,6 +575,7 @@ static Suite *upgrade_suite(void) {
         tcase_add_test(tc, test_upgrade_keeps_the_session);
         tcase_add_test(tc, test_upgrades_in_a_row);
         tcase_add_test(tc, test_many_open_files);
+        tcase_add_test(tc, test_locks_kept);
         tcase_add_test(tc, test_listening_socket_kept);
         tcase_add_test(tc, test_missing_binary_falls_back);
         tcase_add_test(tc, test_broken_binary_falls_back);
