@@ -213,7 +213,7 @@ trap 'msg interrupted; exit 130' INT TERM
 log=$out/console.log
 results=$out/results.tsv
 : > "$log"
-printf 'round\tbackend\tstep\tguest_ns\twall_ns\tdaemon_cpu_ns\tguest_cpu_ns\tcheck\tload1\n' > "$results"
+printf 'round\tbackend\tstep\tguest_ns\twall_ns\tdaemon_cpu_ns\tguest_cpu_ns\tcheck\tload1\tpeak_fds\tpeak_anon_kib\n' > "$results"
 
 # ---- the host baseline: the same commands on the host, on the shares' file system ----
 if [ $host_baseline -eq 1 ] && [ $prepare_only -eq 0 ]; then
@@ -231,7 +231,7 @@ if [ $host_baseline -eq 1 ] && [ $prepare_only -eq 0 ]; then
                 failed:*) check="bad:$got" ;;
                 *) [ "$want" = - ] || [ "$got" = "$want" ] || check="bad:$got" ;;
                 esac
-                printf '%s\thost\t%s\t%s\t%s\t\t\t%s\t%s\n' "$r" "$s" $((t1 - t0)) $((t1 - t0)) "$check" \
+                printf '%s\thost\t%s\t%s\t%s\t\t\t%s\t%s\t\t\n' "$r" "$s" $((t1 - t0)) $((t1 - t0)) "$check" \
                         "$(cut -d' ' -f1 /proc/loadavg)" >> "$results"
                 msg "round $r host           $(printf '%-9s' "$s") $(awk -v n=$((t1 - t0)) 'BEGIN { printf "%8.2f s", n / 1e9 }') $check"
         }
@@ -418,6 +418,11 @@ for b in $(echo "$backends" | tr ',' ' '); do
         tag_name[$t]=$b
         tag_pid[$t]=$pid
         tag_dir[$t]=$dir
+        # What the guest makes the daemon hold (issue 34): its serving process's open fds and
+        # anonymous memory, sampled through the run; the monitor takes each step's peak.
+        : > "$dir/usage"
+        vm_sample_server "$sock" "$dir/usage" &
+        pids+=($!)
         tags+=("$t")
         if [ -z "$sock0" ]; then
                 sock0=$sock
@@ -460,7 +465,7 @@ qemu_pid() {
 
 (
         set +e
-        declare -A begin_cpu=() begin_qcpu=() begin_wall=()
+        declare -A begin_cpu=() begin_qcpu=() begin_wall=() begin_usage=()
         me=$BASHPID
         qpid=
         while read -r line; do
@@ -472,6 +477,7 @@ qemu_pid() {
                         begin_cpu[$1]=$(cpu_ns "${tag_pid[$1]:-}")
                         begin_qcpu[$1]=$(cpu_ns "$qpid")
                         begin_wall[$1]=$(date +%s%N)
+                        [ -z "${tag_dir[$1]:-}" ] || begin_usage[$1]=$(wc -l < "${tag_dir[$1]}/usage")
                         [ -z "$step_hook" ] || $step_hook begin "${tag_name[$1]}" "$2" "$3" "${tag_dir[$1]:-}"
                         ;;
                 *VUFS-META-END*)
@@ -481,11 +487,14 @@ qemu_pid() {
                         c=$(cpu_ns "${tag_pid[$t]:-}")
                         q=$(cpu_ns "$qpid")
                         w=$(date +%s%N)
-                        dc=
+                        dc= peak=$'\t'
                         [ -z "${tag_pid[$t]:-}" ] || dc=$((c - ${begin_cpu[$t]:-$c}))
-                        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "${tag_name[$t]}" "$step" "$gns" \
+                        # The step's peaks: the samples taken since its beginning.
+                        [ -z "${tag_dir[$t]:-}" ] || peak=$(tail -n +$((${begin_usage[$t]:-0} + 1)) "${tag_dir[$t]}/usage" |
+                                awk '$1 > f { f = $1 } $2 > r { r = $2 } END { printf "%d\t%d", f, r }')
+                        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "${tag_name[$t]}" "$step" "$gns" \
                                 $((w - ${begin_wall[$t]:-$w})) "$dc" $((q - ${begin_qcpu[$t]:-$q})) "$check" \
-                                "$(cut -d' ' -f1 /proc/loadavg)" >> "$results"
+                                "$(cut -d' ' -f1 /proc/loadavg)" "$peak" >> "$results"
                         printf 'bench-meta: round %s %-14s %-9s %8.2f s  daemon CPU %s  %s\n' "$round" "${tag_name[$t]}" \
                                 "$step" "$(awk -v n="$gns" 'BEGIN { print n / 1e9 }')" \
                                 "$([ -n "$dc" ] && awk -v n="$dc" 'BEGIN { printf "%.2f s", n / 1e9 }' || echo -)" "$check" >&2
@@ -526,7 +535,11 @@ steps, data, bad = [], {}, []
 for r in rows:
     if r["step"] not in steps:
         steps.append(r["step"])
-    d = data.setdefault((r["step"], r["backend"]), {"t": [], "cpu": [], "gcpu": []})
+    d = data.setdefault((r["step"], r["backend"]), {"t": [], "cpu": [], "gcpu": [], "fds": [], "anon": []})
+    # Peaks count whether or not the step succeeded: a daemon that ran out of fds shows how many.
+    if r.get("peak_fds"):
+        d["fds"].append(int(r["peak_fds"]))
+        d["anon"].append(int(r["peak_anon_kib"]) / 1024)
     if r["check"] != "ok":
         bad.append("%s %s round %s: %s" % (r["backend"], r["step"], r["round"], r["check"]))
         continue
@@ -611,6 +624,19 @@ for x in summary:
     x["who"] = who
     C.append("| %s | %s | %s | %s |" % (s, " | ".join(cells), fmt(part) if part is not None else "n/a", who))
 
+# What the guest made each daemon hold: the highest of the step's peaks over the rounds.
+P = ["| step | " + " | ".join("%s: peak fds / anon MiB" % names.get(b, b) for b in daemons) + " |",
+     "|---|" + "---|" * len(daemons)]
+for x in summary:
+    s = x["step"]
+    cells = []
+    for b in daemons:
+        d = data.get((s, b))
+        cells.append("%d / %.0f" % (max(d["fds"]), max(d["anon"])) if d and d["fds"] else "n/a")
+        x.setdefault("peak_fds", {})[b] = max(d["fds"]) if d and d["fds"] else None
+        x.setdefault("peak_anon_mib", {})[b] = max(d["anon"]) if d and d["anon"] else None
+    P.append("| %s | %s |" % (s, " | ".join(cells)))
+
 loads = sorted(float(r["load1"]) for r in rows if r.get("load1") and r["backend"] != "host")
 if loads:
     load = "%s; 1-minute load average during the guest's steps %.1f-%.1f (median %.1f)" % (
@@ -626,7 +652,9 @@ report = ["#### Step times", "", hdr, ""] + L + ["", "#### CPU per step and what
           "(the guest under TCG: vCPU threads and QEMU's main loop). Who decides: the guest when the "
           "reference share (the C daemon's, else vufsd's defaults) takes under 25 % longer than the guest's own tmpfs; the daemon when its CPU "
           "is at least 35 % of the step; the guest's CPU when QEMU is busy at least half of the step "
-          "(median over the daemons); wake-ups otherwise.", ""] + C
+          "(median over the daemons); wake-ups otherwise.", ""] + C + ["", "#### What the daemons held",
+          "", "Peaks per step of the serving process's open fds and anonymous memory (RSS without the "
+          "guest's RAM, which is shared), sampled every 0.2 s; the highest over the rounds.", ""] + P
 if bad:
     report += ["", "**Failed or wrong steps** (left out of the medians):", ""] + ["- " + b for b in bad]
 open(os.path.join(out, "report.md"), "w").write("\n".join(report) + "\n")
