@@ -236,6 +236,12 @@ static void check_continues(Vm *v, const Workload *w) {
 
 /* The whole sequence in one mode: workload, stop, save, load, continue; then the source serves
  * on (a migration that fails after the save leaves the guest there). */
+/* QEMU's save on the source: the rings stopped, the state read out of vufsd. */
+static void stop_and_save(Vm *s, uint8_t **state, size_t *len) {
+        ck_assert_msg(fe_stop(s->fe) == 0, "stop: %s", s->fe->error);
+        ck_assert_msg(fe_save_state(s->fe, state, len) == 0, "save: %s", s->fe->error);
+}
+
 static void migrate_in_mode(const char *const *src_args, const char *const *dst_args) {
         _cleanup_(fe_harness_freep) FeHarness *src = NULL, *dst = NULL;
         _cleanup_free_ uint8_t *state = NULL;
@@ -248,8 +254,7 @@ static void migrate_in_mode(const char *const *src_args, const char *const *dst_
         vm_boot(src, &s);
         run_workload(&s, &w);
 
-        ck_assert_msg(fe_stop(s.fe) == 0, "stop: %s", s.fe->error);
-        ck_assert_msg(fe_save_state(s.fe, &state, &len) == 0, "save: %s", s.fe->error);
+        stop_and_save(&s, &state, &len);
         ck_assert_uint_gt(len, 64);
         ck_assert_uint_eq(vm_incoming(dst, &d, state, len), 0);
         check_continues(&d, &w);
@@ -297,8 +302,7 @@ START_TEST(test_file_handles_need_handles_on_destination) {
         two_daemons(&src, &dst, src_args, dst_args);
         vm_boot(src, &s);
         ck_assert_int_eq(fe_fuse_lookup(s.c, FUSE_ROOT_ID, "ro.txt", &e), 0);
-        ck_assert_int_eq(fe_stop(s.fe), 0);
-        ck_assert_msg(fe_save_state(s.fe, &state, &len) == 0, "save: %s", s.fe->error);
+        stop_and_save(&s, &state, &len);
         ck_assert_uint_ne(vm_incoming(dst, &d, state, len), 0);
         vm_done(&d);
         vm_done(&s);
@@ -326,8 +330,7 @@ START_TEST(test_destination_node_budget) {
                 snprintf(name, sizeof name, "f%02d", i);
                 ck_assert_int_eq(fe_fuse_lookup(s.c, w.dir, name, &e), 0);
         }
-        ck_assert_int_eq(fe_stop(s.fe), 0);
-        ck_assert_msg(fe_save_state(s.fe, &state, &len) == 0, "save: %s", s.fe->error);
+        stop_and_save(&s, &state, &len);
         ck_assert_uint_ne(vm_incoming(dst, &d, state, len), 0);
         vm_done(&d);
         vm_done(&s);
@@ -563,8 +566,7 @@ static void migrate_locks(const char *on_error, bool host_conflict) {
         two_daemons(&src, &dst, NULL, dst_args);
         vm_boot(src, &s);
         take_locks(&s, src, &l);
-        ck_assert_int_eq(fe_stop(s.fe), 0);
-        ck_assert_msg(fe_save_state(s.fe, &state, &len) == 0, "save: %s", s.fe->error);
+        stop_and_save(&s, &state, &len);
         vm_done(&s);
         wait_source_gone(src);
         if (host_conflict) {
@@ -636,8 +638,7 @@ START_TEST(test_unmounted_guest) {
         ck_assert_int_eq(fe_connect(&s.fe, src->socket_path, &o), 0);
         ck_assert_int_eq(fe_negotiate(s.fe), 0);
         ck_assert_int_eq(fe_start(s.fe, true), 0);
-        ck_assert_int_eq(fe_stop(s.fe), 0);
-        ck_assert_msg(fe_save_state(s.fe, &state, &len) == 0, "save: %s", s.fe->error);
+        stop_and_save(&s, &state, &len);
         ck_assert_uint_eq(vm_incoming(dst, &d, state, len), 0);
         ck_assert_int_eq(fe_fuse_init(d.c), 0);
         ck_assert_int_eq(fe_fuse_roundtrip(d.c, "mounted-after-migration", 4096, 6), 0);
@@ -657,8 +658,7 @@ START_TEST(test_hostile_streams) {
         two_daemons(&src, &dst, NULL, (const char *const[]) { "--keep-listening", NULL });
         vm_boot(src, &s);
         ck_assert_int_eq(fe_fuse_lookup(s.c, FUSE_ROOT_ID, "d", &e), 0);
-        ck_assert_int_eq(fe_stop(s.fe), 0);
-        ck_assert_msg(fe_save_state(s.fe, &state, &len) == 0, "save: %s", s.fe->error);
+        stop_and_save(&s, &state, &len);
         bad = malloc(len + 4096);
         for (int k = 0; k < 5; k++) {
                 size_t blen = len;
