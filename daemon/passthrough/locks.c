@@ -56,6 +56,21 @@ static void plock_unref_void(gpointer l) {
         plock_unref(l);
 }
 
+/* The guest's open file fh on nodeid, which a lock request names; EBADF for a handle a migration
+ * could not open again (state-load.c, --migration-on-error=guest-error): it has no fd, and its
+ * lock owner's OFD would lock the file for a guest that cannot use it. */
+static int lock_handle(Passthrough *p, uint64_t fh, uint64_t nodeid, Handle **ret) {
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+        int r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+
+        if (r < 0)
+                return r;
+        if (h->fd < 0)
+                return -EBADF;
+        *ret = TAKE_PTR(h);
+        return 0;
+}
+
 void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
         gpointer k = NULL, v = NULL;
 
@@ -173,11 +188,9 @@ int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         struct flock fl;
         int r;
 
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        r = lock_handle(p, fh, nodeid, &h);
         if (r < 0)
                 return r;
-        if (h->fd < 0) /* lost in a migration (state-load.c) */
-                return -EBADF;
         r = flock_from_fs(&fl, lk);
         if (r < 0)
                 return r;
@@ -301,11 +314,9 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         long delay_us = 1000;
         int r;
 
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        r = lock_handle(p, fh, nodeid, &h);
         if (r < 0)
                 return r;
-        if (h->fd < 0) /* lost in a migration (state-load.c) */
-                return -EBADF;
         if (is_flock) {
                 int op;
 
