@@ -171,13 +171,15 @@ vm_bench_cleanup() {
 }
 
 # vm_sample_server SOCK FILE: every 0.2 s, "fds rss_kB" of the process with the most fds among those
-# whose command line names SOCK (the sandboxed server, not its supervisor), appended to FILE until
-# killed. Anonymous memory only: the guest RAM a backend maps (shared memfd) is not its own.
+# whose command line names SOCK (the sandboxed server, not its supervisor; QEMU, whose -chardev
+# names it too, left out), appended to FILE until killed. Anonymous memory only: the guest RAM a
+# backend maps (shared memfd) is not its own.
 vm_sample_server() {
         local sock=$1 file=$2 p best bestn n rss
         while :; do
                 best= bestn=-1
                 for p in $(grep -laF -- "$sock" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+                        case "$(cat "/proc/$p/comm" 2>/dev/null)" in qemu*) continue ;; esac
                         n=$(ls "/proc/$p/fd" 2>/dev/null | wc -l) || continue
                         [ "$n" -gt "$bestn" ] && best=$p bestn=$n
                 done
