@@ -14,6 +14,9 @@ typedef struct LockRange {
 } LockRange;
 
 #define LOCK_SET_EOF ((uint64_t) INT64_MAX)
+/* The most ranges all owners of one passthrough may hold together: what a saved session carries
+ * (STATE_MAX_LOCKS); 48 bytes each with the spare array, so at most about 50 MB. */
+#define LOCK_RANGES_MAX (1u << 20)
 
 typedef struct LockSet {
         LockRange *r;     /* n ranges, sorted by start, none overlapping, adjacent ones of other types */

@@ -27,6 +27,8 @@ typedef struct PLock {
         uint64_t fh; /* the handle it was taken through (fh values are never reused) */
         uint64_t owner;
         FdBudget *budget; /* where the fd is given back */
+        _Atomic int64_t *ranges_total; /* the passthrough's count of every owner's ranges */
+        const int64_t *ranges_max;     /* and its bound (LOCK_RANGES_MAX) */
         _Atomic unsigned refs; /* the table's, plus one per request using fd */
         /* The ranges the kernel granted this owner (lock-set.h), for a saved session. set_lock
          * makes each F_OFD_SETLK and its update one step, so that two queues of one owner record
@@ -43,6 +45,7 @@ static void plock_unref(PLock *l) {
         if (atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
                 return;
         fd_budget_close(l->budget, l->fd);
+        atomic_fetch_sub(l->ranges_total, (int64_t) l->ranges.n);
         lock_set_done(&l->ranges);
         pthread_mutex_destroy(&l->set_lock);
         free(l);
@@ -142,7 +145,8 @@ static int plock_get(Passthrough *p, Handle *h, uint64_t owner, int fd, PLock **
                 fd_budget_close(&p->budget, nfd);
                 return -ENOMEM;
         }
-        *l = (PLock){ .fd = nfd, .fh = h->fh, .owner = owner, .budget = &p->budget };
+        *l = (PLock){ .fd = nfd, .fh = h->fh, .owner = owner, .budget = &p->budget,
+                      .ranges_total = &p->lock_ranges, .ranges_max = &p->lock_ranges_max };
         pthread_mutex_init(&l->set_lock, NULL);
         atomic_init(&l->refs, 2); /* the table's and the caller's */
         pthread_mutex_lock(&i->plock_mutex);
@@ -224,17 +228,29 @@ static int lock_wait_step(const FsCtx *c, long *delay_us) {
 }
 
 /* One non-blocking attempt of l's owner to lock fl ([start, end] of type), recorded in its ranges
- * when the kernel grants it. */
+ * when the kernel grants it. The guest makes ranges (locking every other byte, or unlocking inside
+ * a range, splits them) and vufsd keeps a copy of each: past LOCK_RANGES_MAX for the whole
+ * passthrough, as many as a saved session may carry, a request that could add one answers ENOLCK,
+ * as the kernel does when it cannot allocate a lock. An unlock of a whole file always goes
+ * through: it only removes. */
 static int plock_try(PLock *l, const struct flock *fl, uint64_t start, uint64_t end) {
         struct flock attempt = *fl;
+        size_t before;
         int r;
 
         pthread_mutex_lock(&l->set_lock);
-        r = lock_set_reserve(&l->ranges);
+        before = l->ranges.n;
+        if (!(fl->l_type == F_UNLCK && start == 0 && end == LOCK_SET_EOF) &&
+            atomic_load(l->ranges_total) + 2 > *l->ranges_max)
+                r = -ENOLCK;
+        else
+                r = lock_set_reserve(&l->ranges);
         if (r >= 0)
                 r = fcntl(l->fd, F_OFD_SETLK, &attempt) < 0 ? negative_errno() : 0;
-        if (r >= 0)
+        if (r >= 0) {
                 lock_set_apply(&l->ranges, start, end, fl->l_type);
+                atomic_fetch_add(l->ranges_total, (int64_t) l->ranges.n - (int64_t) before);
+        }
         pthread_mutex_unlock(&l->set_lock);
         return r == -EACCES ? -EAGAIN : r;
 }

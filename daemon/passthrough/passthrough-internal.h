@@ -17,6 +17,9 @@ struct Passthrough {
         int unknown_node_error;
         char *shared_dir;
         FdBudget budget;
+        /* POSIX lock ranges every guest lock owner holds (locks.c), bounded by LOCK_RANGES_MAX. */
+        _Atomic int64_t lock_ranges;
+        int64_t lock_ranges_max;
         InodeMap *inodes;
         HandleMap *handles;
         int proc_self_fd; /* /proc/self/fd: re-opening O_PATH handles without following links */

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "lookup.h"
 #include "mapped-mode.h"
+#include "lock-set.h"
 #include "passthrough-internal.h"
 #include "util.h"
 #include "xattr.h"
@@ -143,6 +144,7 @@ int passthrough_new(Passthrough **ret, const FsOptions *opts) {
                 return -ENOMEM;
         p->opts.shared_dir = p->shared_dir;
         p->budget.max = opts->max_fds > 0 ? opts->max_fds : fd_budget_default_max();
+        p->lock_ranges_max = LOCK_RANGES_MAX;
 
         r = inode_map_new(&p->inodes, &p->budget);
         if (r < 0)
@@ -329,4 +331,8 @@ const FsOps passthrough_ops = {
 
 void passthrough_took_over(Passthrough *p) {
         p->unknown_node_error = -ESTALE;
+}
+
+void passthrough_set_lock_ranges_max(Passthrough *p, int64_t max) {
+        p->lock_ranges_max = max;
 }

@@ -30,6 +30,9 @@ uint64_t passthrough_fds_used(Passthrough *p);
 /* The budgets in force (options or their defaults): fds, and nodes the guest may make us remember. */
 uint64_t passthrough_fd_budget_max(Passthrough *p);
 uint64_t passthrough_max_nodes(Passthrough *p);
+/* The bound on the POSIX lock ranges guest owners may hold together (LOCK_RANGES_MAX); smaller in
+ * tests, which cannot make a million ranges quickly. */
+void passthrough_set_lock_ranges_max(Passthrough *p, int64_t max);
 /* --max-inode-fds in force (option or default), and the node fds in its clock now. */
 uint64_t passthrough_max_inode_fds(Passthrough *p);
 uint64_t passthrough_inode_fds(Passthrough *p);

@@ -437,6 +437,34 @@ START_TEST(test_lock_budget) {
 }
 END_TEST
 
+/* The guest cannot grow vufsd's copy of its lock ranges without bound: every other byte locked
+ * makes one range each; past the bound (10 here, LOCK_RANGES_MAX in a daemon) a lock, or an unlock
+ * that would split a range, answers ENOLCK, while a whole-file unlock still frees them all and
+ * locking works again. Before the bound every range was kept. */
+START_TEST(test_lock_ranges_bounded) {
+        FsLock lk = { .type = F_WRLCK, .pid = 1 };
+        FsEntry e;
+        uint64_t fh;
+        int r = 0, n;
+
+        passthrough_set_lock_ranges_max(pt, 10);
+        ck_assert_int_eq(ops->create(pt, &root_ctx, 1, "ranges", 0644, O_RDWR, false, &e, &fh), 0);
+        for (n = 0; n < 100; n++) {
+                lk.start = lk.end = 2 * (uint64_t) n;
+                r = ops->setlk(pt, &root_ctx, e.nodeid, fh, 7, &lk, false, false);
+                if (r < 0)
+                        break;
+        }
+        ck_assert_int_eq(r, -ENOLCK);
+        ck_assert_int_eq(n, 9); /* 9 held: a tenth could make 11 */
+        lk.type = F_UNLCK, lk.start = 0, lk.end = UINT64_MAX;
+        ck_assert_int_eq(ops->setlk(pt, &root_ctx, e.nodeid, fh, 7, &lk, false, false), 0);
+        lk.type = F_WRLCK, lk.start = lk.end = 1000;
+        ck_assert_int_eq(ops->setlk(pt, &root_ctx, e.nodeid, fh, 8, &lk, false, false), 0);
+        ck_assert_int_eq(ops->release(pt, &root_ctx, e.nodeid, fh, 7, false), 0);
+}
+END_TEST
+
 /* Offsets the host's off_t cannot hold are refused, for reads and writes alike (io_handle()). */
 START_TEST(test_io_offset_bounds) {
         char byte = 'x';
@@ -549,6 +577,7 @@ int main(void) {
         tcase_add_test(tc, test_open_type_checks);
         tcase_add_test(tc, test_budget_enfile);
         tcase_add_test(tc, test_lock_budget);
+        tcase_add_test(tc, test_lock_ranges_bounded);
         tcase_add_test(tc, test_io_offset_bounds);
         tcase_add_root_test(tc, test_symlink_and_mknod_as_caller);
         tcase_add_root_test(tc, test_xattr_without_proc_path);
