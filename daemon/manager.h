@@ -52,6 +52,8 @@ typedef struct Manager {
         bool upgrade_started;
         uint64_t upgrade_stopped_usec, upgrade_pause_usec;
         size_t upgrade_nodes, upgrade_handles;
+        /* The last takeover after a death: what it restored from the keeper's journal. */
+        size_t restored_nodes, restored_handles;
         char upgrade_from[64];
 } Manager;
 

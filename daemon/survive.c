@@ -9,13 +9,16 @@
 #include "keeper.h"
 #include "log.h"
 #include "manager.h"
+#include "session-journal.h"
 #include "sandbox.h"
+#include "survive-journal.h"
 #include "upgrade.h"
 
 static atomic_bool enabled;
 
 void survive_enable(bool on) {
         atomic_store(&enabled, on);
+        survive_journal_install(on);
 }
 
 bool survive_enabled(void) {
@@ -100,11 +103,20 @@ static int replay_session(Manager *m) {
         return 1;
 }
 
+static void kept_journal_donep(KeptJournal *k) {
+        kept_journal_done(k);
+}
+
 int survive_resume(Manager *m) {
         static DeviceRecord rec;
+        _cleanup_(kept_journal_donep) KeptJournal journal = {};
         int fds[KEEPER_MAX_FDS], conn = -1, n, r;
         size_t n_fds;
 
+        /* The journal of the guest's session first: the FUSE_INIT replayed below resets the
+         * session, which empties the keeper's journal as a guest's INIT would. */
+        if (!sandbox_upgrading())
+                (void) survive_journal_fetch(&journal);
         r = replay_session(m);
         if (r < 0)
                 return r;
@@ -120,6 +132,13 @@ int survive_resume(Manager *m) {
                         (void) keeper_store(KEEPER_SLOT_UPGRADE, NULL, 0, NULL, 0);
                         (void) keeper_store_list(NULL, 0);
                 }
+                /* The keeper's journal from now on describes what this process restored. */
+                passthrough_journal_all(m->passthrough);
+        } else {
+                /* After a death: the nodes, open files and locks the guest holds, under their ids. */
+                r = survive_journal_restore(m, &journal);
+                if (r < 0)
+                        return r;
         }
         n = keeper_fetch(KEEPER_SLOT_DEVICE, &rec, sizeof rec, fds, ELEMENTSOF(fds), &n_fds);
         if (n <= 0) {
@@ -145,7 +164,7 @@ int survive_resume(Manager *m) {
         }
         /* Before a request runs: the guest's node ids from before the death answer ESTALE, which
          * Linux answers by looking the path up again. */
-        passthrough_took_over(m->passthrough);
+        passthrough_took_over(m->passthrough, sandbox_generation());
         r = device_restore(m->device, &rec.device, fds, (unsigned) n_fds);
         if (r < 0)
                 return r;

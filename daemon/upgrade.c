@@ -19,6 +19,7 @@
 #include "sandbox.h"
 #include "session-state.h"
 #include "survive.h"
+#include "survive-journal.h"
 
 /* The largest session an upgrade hands over (as live migration's cap, migration.c). */
 #define UPGRADE_MAX_BYTES (512ull << 20)
@@ -141,6 +142,9 @@ int upgrade_start(Manager *m, char *err, size_t errlen) {
                  "vufsd's path",
                  rep.nodes, rep.handles, fds.n, len);
         m->upgrade_started = true;
+        /* The next process restores the session from the stream and journals it anew: this one's
+         * teardown must not remove the entries one by one meanwhile. */
+        survive_journal_install(false);
         (void) sd_event_exit(m->event, SANDBOX_EXIT_UPGRADE);
         return 0;
 }

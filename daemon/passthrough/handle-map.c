@@ -1,5 +1,6 @@
 /* handle-map.c: the fh table. */
 #include "handle-map.h"
+#include "session-journal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -173,6 +174,8 @@ int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint
         h->fh = s->next_seq++ << HANDLE_MAP_SHARD_BITS | idx;
         g_hash_table_insert(s->by_fh, &h->fh, h);
         pthread_mutex_unlock(&s->lock);
+        /* Before the reply that gives the guest the fh: nothing else uses it until then. */
+        journal_handle(h);
         *ret_fh = h->fh;
         return 0;
 }
@@ -220,8 +223,18 @@ int handle_map_remove(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir) 
         pthread_mutex_unlock(&s->lock);
         if (!h)
                 return -EBADF;
+        journal_handle_gone(fh);
         handle_unref(h); /* the table's reference; closes now unless a request still uses it */
         return 0;
+}
+
+void handle_map_skip_ids(HandleMap *m, uint64_t seq) {
+        for (unsigned n = 0; n < HANDLE_MAP_SHARDS; n++) {
+                HandleShard *s = &m->shards[n];
+                pthread_mutex_lock(&s->lock);
+                s->next_seq = MAX(s->next_seq, seq);
+                pthread_mutex_unlock(&s->lock);
+        }
 }
 
 void handle_map_clear(HandleMap *m) {

@@ -86,5 +86,7 @@ int handle_map_insert(HandleMap *m, uint64_t fh, Inode *inode, int fd, int flags
 
 /* Removes every handle (new session). */
 void handle_map_clear(HandleMap *m);
+/* fhs issued from now on come from sequence numbers of at least seq (passthrough_took_over()). */
+void handle_map_skip_ids(HandleMap *m, uint64_t seq);
 
 unsigned handle_map_size(HandleMap *m);

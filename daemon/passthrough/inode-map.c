@@ -1,5 +1,6 @@
 /* inode-map.c: nodeid and (dev, ino, mount) tables of guest-visible inodes. */
 #include "inode-map.h"
+#include "session-journal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -154,6 +155,11 @@ static void inode_free(Inode *i) {
  * a long chain of forgotten directories is freed without recursion). */
 static Inode *inode_destroy(Inode *i) {
         Inode *parent = atomic_load_explicit(&i->parent, memory_order_relaxed);
+
+        /* Before its parent's reference goes (the caller drops it next), so the journal never
+         * holds a node whose parent it lost. */
+        if (i->nodeid > FS_ROOT_ID)
+                journal_node_gone(i->nodeid);
 
         /* The lock table frees its entries itself (locks.c): each closes its fd and gives it back
          * to the budget. */
@@ -429,6 +435,9 @@ static int add_lookup(InodeMap *m, int fd, const struct file_handle *h, int moun
                 i->linked = true;
                 g_hash_table_insert(s->by_id, &i->nodeid, i);
                 g_hash_table_insert(s->by_key, &i->key, i);
+                /* Under the lock: a lookup on another queue that finds it replies only after
+                 * this, so no reply names a node the journal does not hold. */
+                journal_node(i, fd);
         }
         pthread_mutex_unlock(&s->lock);
         if (n) {
@@ -515,6 +524,9 @@ static void set_path(Inode *i, Inode *parent, const char *name, bool only_if_par
                 i->name = TAKE_PTR(copy);
                 atomic_store_explicit(&i->parent, inode_ref(parent), memory_order_relaxed);
                 named = !old;
+                /* Under the path lock, which orders the changes of a path, and before the old
+                 * parent may go (its entry must outlive this one's reference to it). */
+                journal_node(i, -1);
         } else
                 old = NULL;
         pthread_mutex_unlock(&m->path_lock);
@@ -708,6 +720,15 @@ int inode_map_insert(InodeMap *m, uint64_t nodeid, uint64_t nlookup, int fd, con
         pthread_mutex_unlock(&s->lock);
         *ret = i;
         return 0;
+}
+
+void inode_map_skip_ids(InodeMap *m, uint64_t seq) {
+        for (unsigned n = 0; n < INODE_MAP_SHARDS; n++) {
+                InodeShard *s = &m->shards[n];
+                pthread_mutex_lock(&s->lock);
+                s->next_seq = MAX(s->next_seq, seq);
+                pthread_mutex_unlock(&s->lock);
+        }
 }
 
 void inode_map_clear(InodeMap *m) {

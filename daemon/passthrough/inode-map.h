@@ -201,6 +201,8 @@ int inode_map_foreach(InodeMap *m, int (*fn)(Inode *i, uint64_t nlookup, void *u
 int inode_map_insert(InodeMap *m, uint64_t nodeid, uint64_t nlookup, int fd, const struct file_handle *h,
                      int mount_fd, const struct statx *stx, Inode **ret);
 
+/* Node ids issued from now on come from sequence numbers of at least seq (passthrough_took_over()). */
+void inode_map_skip_ids(InodeMap *m, uint64_t seq);
 /* Forgets every inode but the root (new session). */
 void inode_map_clear(InodeMap *m);
 

@@ -15,6 +15,7 @@
 #include "inode-fd.h"
 #include "lock-set.h"
 #include "passthrough-internal.h"
+#include "session-journal.h"
 
 /* One guest lock owner's POSIX locks on an inode: an OFD of its own, so that owners conflict and
  * one owner's locks merge as the kernel expects. Remembers the handle the owner first locked
@@ -26,6 +27,7 @@ typedef struct PLock {
         int fd; /* owned; one fd of the budget */
         uint64_t fh; /* the handle it was taken through (fh values are never reused) */
         uint64_t owner;
+        uint64_t nodeid; /* of the inode whose table holds it */
         FdBudget *budget; /* where the fd is given back */
         _Atomic int64_t *ranges_total; /* the passthrough's count of every owner's ranges */
         const int64_t *ranges_max;     /* and its bound (LOCK_RANGES_MAX) */
@@ -81,6 +83,8 @@ void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
         if (!i->plocks || !g_hash_table_steal_extended(i->plocks, &owner, &k, &v))
                 k = v = NULL;
         pthread_mutex_unlock(&i->plock_mutex);
+        if (v)
+                journal_plock_gone(i->nodeid, owner);
         /* Outside the lock: the fd closes (and its locks go) now, or when the last request still
          * using it is done. */
         g_free(k);
@@ -104,6 +108,8 @@ static void drop_through(Inode *i, uint64_t fh) {
                         }
         }
         pthread_mutex_unlock(&i->plock_mutex);
+        for (guint n = 0; n < gone->len; n++)
+                journal_plock_gone(i->nodeid, ((PLock *) gone->pdata[n])->owner);
 }
 
 void plock_drop_handle(Passthrough *p, Handle *h) {
@@ -145,7 +151,7 @@ static int plock_get(Passthrough *p, Handle *h, uint64_t owner, int fd, PLock **
                 fd_budget_close(&p->budget, nfd);
                 return -ENOMEM;
         }
-        *l = (PLock){ .fd = nfd, .fh = h->fh, .owner = owner, .budget = &p->budget,
+        *l = (PLock){ .fd = nfd, .fh = h->fh, .owner = owner, .nodeid = i->nodeid, .budget = &p->budget,
                       .ranges_total = &p->lock_ranges, .ranges_max = &p->lock_ranges_max };
         pthread_mutex_init(&l->set_lock, NULL);
         atomic_init(&l->refs, 2); /* the table's and the caller's */
@@ -250,6 +256,8 @@ static int plock_try(PLock *l, const struct flock *fl, uint64_t start, uint64_t 
         if (r >= 0) {
                 lock_set_apply(&l->ranges, start, end, fl->l_type);
                 atomic_fetch_add(l->ranges_total, (int64_t) l->ranges.n - (int64_t) before);
+                /* Under set_lock: the journal sees this owner's changes in the kernel's order. */
+                journal_plock(l->nodeid, l->owner, l->fh, l->fd, l->ranges.r, l->ranges.n);
         }
         pthread_mutex_unlock(&l->set_lock);
         return r == -EACCES ? -EAGAIN : r;
@@ -261,8 +269,10 @@ static int flock_try(Handle *h, int op, short type) {
 
         pthread_mutex_lock(&h->flock_lock);
         r = flock(h->fd, op) < 0 ? negative_errno() : 0;
-        if (r >= 0)
+        if (r >= 0) {
                 h->flock_type = type;
+                journal_handle(h); /* under flock_lock: the journal sees the changes in order */
+        }
         pthread_mutex_unlock(&h->flock_lock);
         return r;
 }

@@ -25,6 +25,11 @@ typedef struct PtStateOptions {
         /* --migration-on-error=guest-error: a node or handle the destination cannot find becomes one
          * whose every use fails (EIO for nodes, EBADF for handles) instead of failing the load. */
         bool guest_error;
+        /* The session of a process of this daemon that died, on this very host (crash survival):
+         * a node found by name must be the inode the record names (device and inode number), and
+         * a node or handle not found is left out (unknown: ESTALE and EBADF, so that the guest
+         * looks it up again) rather than kept answering EIO. */
+        bool same_host;
 } PtStateOptions;
 
 typedef struct PtStateReport {

@@ -27,6 +27,7 @@
 #include "mapped-mode.h"
 #include "lock-set.h"
 #include "passthrough-internal.h"
+#include "session-journal.h"
 #include "util.h"
 #include "xattr.h"
 
@@ -249,6 +250,7 @@ static void pt_session_reset(void *fs, bool writeback) {
         Passthrough *p = fs;
         handle_map_clear(p->handles);
         inode_map_clear(p->inodes);
+        journal_reset(); /* after the clears' own removals: the journal starts empty */
         atomic_store(&p->writeback, writeback);
 }
 
@@ -329,8 +331,14 @@ const FsOps passthrough_ops = {
         .setlk = pt_setlk,
 };
 
-void passthrough_took_over(Passthrough *p) {
+void passthrough_took_over(Passthrough *p, unsigned generation) {
+        /* 2^40 sequence numbers per process; ids stay below STATE_ID_MAX (2^62) for 2^16
+         * generations, after which the last epoch is shared (its own ids are still in order). */
+        uint64_t seq = (uint64_t) MIN(generation, 0xffffu) << 40;
+
         p->unknown_node_error = -ESTALE;
+        inode_map_skip_ids(p->inodes, seq);
+        handle_map_skip_ids(p->handles, seq);
 }
 
 void passthrough_set_lock_ranges_max(Passthrough *p, int64_t max) {

@@ -39,9 +39,13 @@ uint64_t passthrough_inode_fds(Passthrough *p);
 /* --inode-file-handles: whether inodes are remembered by handle (decided at start), and the mount
  * fds held for them. */
 bool passthrough_uses_handles(Passthrough *p);
-/* This process took over a guest from a serving process that died (docs/survival.md): node ids it
- * does not know answer ESTALE, not EBADF (passthrough-internal.h, unknown_node()). */
-void passthrough_took_over(Passthrough *p);
+/* This process took over a guest from a serving process that died or stopped for an upgrade
+ * (docs/survival.md), the generation-th since the first: node ids it does not know answer ESTALE,
+ * not EBADF (passthrough-internal.h, unknown_node()); and the node ids and fhs it issues from now on
+ * start past any the earlier processes could have issued (generation << 40 in their sequences), so
+ * an id the guest still holds from before, known here or not, never names a new file. After any
+ * restore of the session. */
+void passthrough_took_over(Passthrough *p, unsigned generation);
 /* --privileged-files as it works: map falls back to refuse without a key or user xattrs. */
 PrivilegedFiles passthrough_privileged_files(Passthrough *p);
 unsigned passthrough_mount_fd_count(Passthrough *p);

@@ -113,6 +113,12 @@ static int locate(LoadCtx *c, const StateNode *n, struct statx *stx) {
         if (fd < 0)
                 return fd;
         r = statx_fd(fd, stx);
+        if (r >= 0 && c->o->same_host && n->fd_slot < 0) {
+                InodeKey k = inode_key_from_statx(stx);
+                if (k.dev != n->dev || k.ino != n->ino)
+                        r = problem(c->rep, -ESTALE, "node %" PRIu64 ": %s is another file now", n->id,
+                                    n->name ?: "(handle)");
+        }
         if (r >= 0 && (stx->stx_mode & S_IFMT) != n->type)
                 r = problem(c->rep, -ESTALE, "node %" PRIu64 ": %s is another type of file now", n->id, n->name ?: "(handle)");
         if (r >= 0 && c->o->verify_handles && n->handle_len > 0) {
@@ -143,6 +149,10 @@ static int load_node(LoadCtx *c, const StateNode *n) {
                 c->rep->nodes++;
                 return 0;
         }
+        if (c->o->same_host && fd != -ENOMEM) {
+                c->rep->nodes_lost++; /* unknown: ESTALE, the guest looks its path up again */
+                return 0;
+        }
         if (!c->o->guest_error || fd == -ENOMEM || fd == -ENFILE)
                 return fd;
         /* Kept, answering EIO: the guest's nodeid stays valid until it forgets it. */
@@ -159,6 +169,10 @@ static int load_handle(LoadCtx *c, const StateHandle *h) {
         bool dir = h->flags & STATE_HANDLE_DIR;
         int fd, r, flags;
 
+        if (!i && c->o->same_host) { /* its node was left out: EBADF, as any fh this process never issued */
+                c->rep->handles_lost++;
+                return 0;
+        }
         if (!i) /* the decoder checked it is in the state: a node that failed in guest-error mode is */
                 return problem(c->rep, -ENOENT, "handle %" PRIu64 ": node %" PRIu64 " is missing", h->fh, h->node);
         if (dir != (i->type == S_IFDIR))
@@ -259,6 +273,11 @@ static int load_lock(LoadCtx *c, const StateLock *l) {
         if (fd < -1)
                 return fd;
         r = handle_map_get(c->p->handles, l->fh, l->node, 0, &h);
+        if (r < 0 && c->o->same_host) { /* its handle was left out */
+                fd_budget_close(&c->p->budget, fd);
+                c->rep->locks_lost++;
+                return 0;
+        }
         if (r < 0) {
                 fd_budget_close(&c->p->budget, fd);
                 return problem(c->rep, -EBADMSG, "a lock through handle %" PRIu64 ", which is no open file of node %" PRIu64,

@@ -66,6 +66,7 @@ void keeper_clear(void) {
         for (unsigned i = 0; i < KEEPER_SLOTS; i++)
                 slot_clear(i);
         list_clear();
+        keeper_journal_clear();
 }
 
 static void close_fds(int *fds, size_t n) {
@@ -133,6 +134,8 @@ bool keeper_handle(int ctl, const void *buf, size_t n, int *fds, size_t n_fds) {
         const uint8_t *p = buf;
         unsigned slot;
 
+        if (n >= 1 && keeper_journal_handle(ctl, p, n, fds, n_fds))
+                return true;
         if (n < 2 || (p[0] != KEEPER_TAG_STORE && p[0] != KEEPER_TAG_FETCH && p[0] != KEEPER_TAG_APPEND))
                 return false;
         slot = p[1];

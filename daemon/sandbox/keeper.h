@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define KEEPER_SLOTS 4
 #define KEEPER_MAX_RECORD 16384
@@ -38,7 +39,21 @@ enum {
         KEEPER_TAG_RECORD = 0x03, /* keeper -> daemon: slot byte, record (empty: none), fds */
         KEEPER_TAG_CHANNEL = 0x04, /* spawner -> supervisor: a new control channel's end (one fd) */
         KEEPER_TAG_APPEND = 0x05,  /* daemon -> keeper: slot byte (the list slot), fds added to it */
+        /* The session journal (keeper-journal.c): no slot byte, a key of two u64 words. */
+        KEEPER_TAG_JPUT = 0x06,   /* daemon -> keeper: key, the entry's bytes, at most one fd */
+        KEEPER_TAG_JDEL = 0x07,   /* daemon -> keeper: key */
+        KEEPER_TAG_JCLEAR = 0x08, /* daemon -> keeper: every entry goes (a new session) */
+        KEEPER_TAG_JFETCH = 0x09, /* daemon -> keeper: u32 index to go on from */
 };
+
+/* The slot byte of the keeper's answer to a journal fetch (no slot of its own). */
+#define KEEPER_SLOT_JOURNAL 0xffu
+/* Bounds of the journal: an entry fits one record message; the entries and their bytes stay
+ * within what a session's nodes (--max-nodes, 1 Mi by default) and handles describe. */
+#define KEEPER_JOURNAL_MAX_ENTRY (KEEPER_MAX_RECORD - 32)
+#define KEEPER_JOURNAL_MAX_ENTRIES (4u << 20)
+#define KEEPER_JOURNAL_MAX_BYTES (768ull << 20)
+#define KEEPER_JOURNAL_BATCH (60u << 10)
 
 /* ---- the supervisor's side ---- */
 
@@ -47,6 +62,12 @@ enum {
 bool keeper_handle(int ctl, const void *buf, size_t n, int *fds, size_t n_fds);
 /* Drops every record and fd (the daemon is gone for good). */
 void keeper_clear(void);
+/* The journal's messages (a KEEPER_TAG_J* first byte): handled like keeper_handle()'s. */
+bool keeper_journal_handle(int ctl, const uint8_t *p, size_t n, int *fds, size_t n_fds);
+/* A journal message that did not arrive whole (its fd could not be received): the journal can no
+ * longer be trusted to describe the session, so it goes, broken until the next clear. */
+void keeper_journal_fail(void);
+void keeper_journal_clear(void);
 
 /* One message with fds (borrowed) on a SEQPACKET socket: whole or not at all. */
 struct iovec;
@@ -64,3 +85,12 @@ int keeper_fetch(unsigned slot, void *buf, size_t size, int *fds, size_t max, si
  * KEEPER_MAX_FDS per message; and fetches all of it (*ret malloc'd, n_want fds expected). */
 int keeper_store_list(const int *fds, size_t n);
 int keeper_fetch_list(size_t n_want, int **ret);
+
+/* The journal: an entry for key (a, b) replaced (data, len bytes; fd borrowed, -1 for none) or
+ * removed; all removed; and all of them fetched, fn called for each with its fd (owned by fn, -1
+ * for none). The fetch is -ESTALE when the keeper dropped the journal for a bound. */
+int keeper_journal_put(uint64_t a, uint64_t b, const void *data, size_t len, int fd);
+int keeper_journal_del(uint64_t a, uint64_t b);
+int keeper_journal_reset(void);
+int keeper_journal_fetch(int (*fn)(uint64_t a, uint64_t b, const uint8_t *data, size_t len, int fd, void *ud),
+                         void *ud);

@@ -139,6 +139,15 @@ static int relay_forward_one(Supervisor *s, int ctl) {
                         safe_close(fds[0]);
                 return 1;
         }
+        /* A journal entry that lost its fd (the supervisor's own fd limit): the journal no longer
+         * describes the session. */
+        if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && n >= 1 && buf[0] >= KEEPER_TAG_JPUT &&
+            buf[0] <= KEEPER_TAG_JFETCH) {
+                keeper_journal_fail();
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
+                return 1;
+        }
         /* A record for the keeper (crash survival): kept, never relayed nor read. */
         if (!(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && keeper_handle(ctl, buf, (size_t) n, fds, n_fds))
                 return 1;

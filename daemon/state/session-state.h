@@ -51,6 +51,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -200,6 +201,38 @@ int session_state_decode(const uint8_t *buf, size_t len, uint64_t max_len, Sessi
  * about 560 bytes: 4 Mi minimal records made a 2.3 GB peak). */
 int session_state_decode_limited(const uint8_t *buf, size_t len, uint64_t max_len, uint64_t max_nodes,
                                  SessionState **ret, char *err, size_t errlen);
+
+/* ---- a journal: the state kept one entry at a time (crash survival, docs/survival.md) ----
+ *
+ * A running daemon that must be able to die at any instant keeps its session outside itself as a
+ * set of entries, each replaced or removed as the part of the session it describes changes: one
+ * per node, one per open handle (with its flock), one per POSIX lock owner on a node (its ranges).
+ * An entry's bytes are whole records of the stream format above, written by the functions below;
+ * a record's fd_slot is 0 when the entry's one fd (kept beside it) stands for it, -1 otherwise. */
+
+/* One record into buf (size bytes): its length, -EINVAL for what the reader would refuse in one
+ * record, -ENOBUFS when it does not fit. */
+ssize_t session_state_record_node(const StateNode *n, uint8_t *buf, size_t size);
+ssize_t session_state_record_handle(const StateHandle *h, uint8_t *buf, size_t size);
+ssize_t session_state_record_lock(const StateLock *l, uint8_t *buf, size_t size);
+
+typedef struct StateJournalEntry {
+        const uint8_t *data; /* whole records */
+        size_t len;
+        int fd; /* the entry's fd, or -1 */
+} StateJournalEntry;
+
+/* The session of n entries (found in any order), with session as its session record: each entry's
+ * records go through the reader's checks of a single record and an entry that fails them is
+ * dropped whole; then what a death between two changes can leave inconsistent is dropped too (a
+ * node whose parent is not there, a handle whose node is not, a lock whose handle is not), and
+ * the rest is checked as a decoded stream is (two nodes with one id, a loop of parents...: the
+ * whole fails, -EBADMSG with the reason in err). ret_fd_entry (room for n) gets, for each fd slot
+ * of the state, the index of the entry whose fd it is. Returns the number of fd slots;
+ * *ret_dropped the entries and records dropped. */
+int session_state_from_journal(const StateSession *session, const StateJournalEntry *e, size_t n, uint64_t max_nodes,
+                               SessionState **ret, size_t *ret_dropped, int32_t *ret_fd_entry, char *err,
+                               size_t errlen);
 
 /* ---- reading what a state holds (both halves) ---- */
 

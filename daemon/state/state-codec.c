@@ -66,6 +66,87 @@ static size_t node_payload(const StateNode *n) {
         return NODE_FIXED + (n->name ? strlen(n->name) : 0) + n->handle_len;
 }
 
+static void write_node(Writer *w, const StateNode *n) {
+        size_t name_len = n->name ? strlen(n->name) : 0;
+
+        put_record(w, STATE_REC_NODE, (uint32_t) node_payload(n));
+        put_u64(w, n->id);
+        put_u64(w, n->nlookup);
+        put_u64(w, n->parent);
+        put_u64(w, n->dev);
+        put_u64(w, n->ino);
+        put_u64(w, n->mnt_id);
+        put_u64(w, n->generation);
+        put_u32(w, n->type);
+        put_u32(w, (uint32_t) n->fd_slot);
+        put_u32(w, n->flags);
+        put_u16(w, (uint16_t) name_len);
+        put_u16(w, n->handle_len);
+        put_u32(w, n->handle_type);
+        put_u32(w, 0);
+        put_bytes(w, n->name, name_len);
+        put_bytes(w, n->handle, n->handle_len);
+}
+
+static void write_handle(Writer *w, const StateHandle *h) {
+        put_record(w, STATE_REC_HANDLE, HANDLE_PAYLOAD);
+        put_u64(w, h->fh);
+        put_u64(w, h->node);
+        put_u32(w, (uint32_t) h->open_flags);
+        put_u32(w, h->flags);
+        put_u32(w, (uint32_t) h->fd_slot);
+        put_u32(w, 0);
+        put_u64(w, h->dir_offset);
+}
+
+static void write_lock(Writer *w, const StateLock *l) {
+        put_record(w, STATE_REC_LOCK, LOCK_PAYLOAD);
+        put_u64(w, l->owner);
+        put_u64(w, l->node);
+        put_u64(w, l->fh);
+        put_u64(w, l->start);
+        put_u64(w, l->end);
+        put_u32(w, l->kind);
+        put_u32(w, l->type);
+        put_u32(w, (uint32_t) l->fd_slot);
+        put_u32(w, 0);
+}
+
+/* Each writes one record into buf[0..size): its length, -ENOBUFS when it does not fit. */
+ssize_t session_state_record_node(const StateNode *n, uint8_t *buf, size_t size) {
+        size_t len = STATE_RECORD_HEADER_SIZE + node_payload(n);
+        Writer w = { buf, 0 };
+
+        if (state_check_node(n, NULL, 0) < 0)
+                return -EINVAL;
+        if (len > size)
+                return -ENOBUFS;
+        write_node(&w, n);
+        return (ssize_t) len;
+}
+
+ssize_t session_state_record_handle(const StateHandle *h, uint8_t *buf, size_t size) {
+        Writer w = { buf, 0 };
+
+        if (state_check_handle(h, NULL, 0) < 0)
+                return -EINVAL;
+        if (size < STATE_RECORD_HEADER_SIZE + HANDLE_PAYLOAD)
+                return -ENOBUFS;
+        write_handle(&w, h);
+        return (ssize_t) w.pos;
+}
+
+ssize_t session_state_record_lock(const StateLock *l, uint8_t *buf, size_t size) {
+        Writer w = { buf, 0 };
+
+        if (state_check_lock(l, NULL, 0) < 0)
+                return -EINVAL;
+        if (size < STATE_RECORD_HEADER_SIZE + LOCK_PAYLOAD)
+                return -ENOBUFS;
+        write_lock(&w, l);
+        return (ssize_t) w.pos;
+}
+
 int session_state_encode(SessionState *s, uint8_t **ret, size_t *ret_len, char *err, size_t errlen) {
         size_t total = STATE_HEADER_SIZE;
         Writer w = {};
@@ -104,51 +185,12 @@ int session_state_encode(SessionState *s, uint8_t **ret, size_t *ret_len, char *
         put_u32(&w, s->session.time_gran);
         put_u64(&w, s->session.fs_flags);
 
-        for (guint i = 0; i < s->nodes->len; i++) {
-                const StateNode *n = &g_array_index(s->nodes, StateNode, i);
-                size_t name_len = n->name ? strlen(n->name) : 0;
-                put_record(&w, STATE_REC_NODE, (uint32_t) node_payload(n));
-                put_u64(&w, n->id);
-                put_u64(&w, n->nlookup);
-                put_u64(&w, n->parent);
-                put_u64(&w, n->dev);
-                put_u64(&w, n->ino);
-                put_u64(&w, n->mnt_id);
-                put_u64(&w, n->generation);
-                put_u32(&w, n->type);
-                put_u32(&w, (uint32_t) n->fd_slot);
-                put_u32(&w, n->flags);
-                put_u16(&w, (uint16_t) name_len);
-                put_u16(&w, n->handle_len);
-                put_u32(&w, n->handle_type);
-                put_u32(&w, 0);
-                put_bytes(&w, n->name, name_len);
-                put_bytes(&w, n->handle, n->handle_len);
-        }
-        for (guint i = 0; i < s->handles->len; i++) {
-                const StateHandle *h = &g_array_index(s->handles, StateHandle, i);
-                put_record(&w, STATE_REC_HANDLE, HANDLE_PAYLOAD);
-                put_u64(&w, h->fh);
-                put_u64(&w, h->node);
-                put_u32(&w, (uint32_t) h->open_flags);
-                put_u32(&w, h->flags);
-                put_u32(&w, (uint32_t) h->fd_slot);
-                put_u32(&w, 0);
-                put_u64(&w, h->dir_offset);
-        }
-        for (guint i = 0; i < s->locks->len; i++) {
-                const StateLock *l = &g_array_index(s->locks, StateLock, i);
-                put_record(&w, STATE_REC_LOCK, LOCK_PAYLOAD);
-                put_u64(&w, l->owner);
-                put_u64(&w, l->node);
-                put_u64(&w, l->fh);
-                put_u64(&w, l->start);
-                put_u64(&w, l->end);
-                put_u32(&w, l->kind);
-                put_u32(&w, l->type);
-                put_u32(&w, (uint32_t) l->fd_slot);
-                put_u32(&w, 0);
-        }
+        for (guint i = 0; i < s->nodes->len; i++)
+                write_node(&w, &g_array_index(s->nodes, StateNode, i));
+        for (guint i = 0; i < s->handles->len; i++)
+                write_handle(&w, &g_array_index(s->handles, StateHandle, i));
+        for (guint i = 0; i < s->locks->len; i++)
+                write_lock(&w, &g_array_index(s->locks, StateLock, i));
         g_assert(w.pos == total);
         session_state_seal(w.buf, total);
         *ret = w.buf;
@@ -337,39 +379,12 @@ static int read_lock(SessionState *s, Reader *r, uint32_t len, char *err, size_t
         return 0;
 }
 
-int session_state_decode(const uint8_t *buf, size_t len, uint64_t max_len, SessionState **ret, char *err,
-                         size_t errlen) {
-        return session_state_decode_limited(buf, len, max_len, STATE_MAX_NODES, ret, err, errlen);
-}
-
-int session_state_decode_limited(const uint8_t *buf, size_t len, uint64_t max_len, uint64_t max_nodes,
-                                 SessionState **ret, char *err, size_t errlen) {
-        _cleanup_(session_state_freep) SessionState *s = NULL;
-        uint8_t want[DIGEST_SIZE];
-        uint64_t total;
-        uint32_t count;
-        Reader r;
+int state_read_records(SessionState *s, const uint8_t *buf, size_t len, uint32_t count, uint64_t max_nodes, char *err,
+                       size_t errlen) {
+        Reader r = { buf, len };
         int ret_;
 
-        ret_ = session_state_peek_length(buf, len, max_len, &total, err, errlen);
-        if (ret_ < 0)
-                return ret_;
-        if (len < total)
-                return state_error(err, errlen, -EBADMSG, "truncated: %zu of %" PRIu64 " bytes", len, total);
-        if (len > total)
-                return state_error(err, errlen, -EBADMSG, "%zu bytes after the %" PRIu64 "-byte stream", len - (size_t) total,
-                                   total);
-        digest(buf, len, want);
-        if (memcmp(want, buf + DIGEST_OFFSET, DIGEST_SIZE) != 0)
-                return state_error(err, errlen, -EBADMSG, "checksum mismatch: the stream was damaged");
-        memcpy(&count, buf + 24, sizeof count);
-        count = le32toh(count);
-
-        ret_ = session_state_new(&s);
-        if (ret_ < 0)
-                return ret_;
-        r = (Reader) { buf + STATE_HEADER_SIZE, len - STATE_HEADER_SIZE };
-        for (uint32_t i = 0; i < count; i++) {
+        for (uint32_t i = 0; i < count && (count != UINT32_MAX || r.left > 0); i++) {
                 uint16_t type, reserved;
                 uint32_t plen;
                 if (r.left < STATE_RECORD_HEADER_SIZE)
@@ -403,6 +418,43 @@ int session_state_decode_limited(const uint8_t *buf, size_t len, uint64_t max_le
         }
         if (r.left != 0)
                 return state_error(err, errlen, -EBADMSG, "%zu bytes after the %u records", r.left, count);
+        return 0;
+}
+
+int session_state_decode(const uint8_t *buf, size_t len, uint64_t max_len, SessionState **ret, char *err,
+                         size_t errlen) {
+        return session_state_decode_limited(buf, len, max_len, STATE_MAX_NODES, ret, err, errlen);
+}
+
+int session_state_decode_limited(const uint8_t *buf, size_t len, uint64_t max_len, uint64_t max_nodes,
+                                 SessionState **ret, char *err, size_t errlen) {
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        uint8_t want[DIGEST_SIZE];
+        uint64_t total;
+        uint32_t count;
+        int ret_;
+
+        ret_ = session_state_peek_length(buf, len, max_len, &total, err, errlen);
+        if (ret_ < 0)
+                return ret_;
+        if (len < total)
+                return state_error(err, errlen, -EBADMSG, "truncated: %zu of %" PRIu64 " bytes", len, total);
+        if (len > total)
+                return state_error(err, errlen, -EBADMSG, "%zu bytes after the %" PRIu64 "-byte stream", len - (size_t) total,
+                                   total);
+        digest(buf, len, want);
+        if (memcmp(want, buf + DIGEST_OFFSET, DIGEST_SIZE) != 0)
+                return state_error(err, errlen, -EBADMSG, "checksum mismatch: the stream was damaged");
+        memcpy(&count, buf + 24, sizeof count);
+        count = le32toh(count);
+
+        ret_ = session_state_new(&s);
+        if (ret_ < 0)
+                return ret_;
+        ret_ = state_read_records(s, buf + STATE_HEADER_SIZE, len - STATE_HEADER_SIZE, count, max_nodes, err, errlen);
+        if (ret_ < 0)
+                return ret_;
+
         ret_ = state_check_relations(s, err, errlen);
         if (ret_ < 0)
                 return ret_;

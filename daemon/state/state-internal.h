@@ -26,3 +26,7 @@ int state_check_lock(const StateLock *l, char *err, size_t errlen);
 /* The checks between records (session-state.h), then the nodes reordered parents first and
  * indexed by id. */
 int state_check_relations(SessionState *s, char *err, size_t errlen);
+/* Reads count records (UINT32_MAX: up to the end of buf) into s, each checked alone; at most
+ * max_nodes nodes. */
+int state_read_records(SessionState *s, const uint8_t *buf, size_t len, uint32_t count, uint64_t max_nodes, char *err,
+                       size_t errlen);

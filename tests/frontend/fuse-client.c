@@ -872,3 +872,24 @@ int fe_fuse_roundtrip(FeFuse *c, const char *name, size_t size, uint32_t seed) {
                 return rt_fail(c, "FORGET: %d (%s)", r, c->last_problem);
         return 0;
 }
+
+int fe_fuse_dirent_names(const uint8_t *buf, int len, char *names, size_t size, uint64_t *off) {
+        int n = 0;
+
+        for (int pos = 0; pos + (int) FUSE_NAME_OFFSET <= len;) {
+                const struct fuse_dirent *d = (const void *) (buf + pos);
+                char name[256];
+
+                snprintf(name, sizeof name, "%.*s", (int) d->namelen, d->name);
+                if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+                        if (strlen(names) + strlen(name) + 2 >= size)
+                                return -ENOBUFS;
+                        strcat(names, name);
+                        strcat(names, " ");
+                        n++;
+                }
+                *off = d->off;
+                pos += (int) FUSE_DIRENT_SIZE(d);
+        }
+        return n;
+}

@@ -131,6 +131,10 @@ int fe_fuse_write(FeFuse *c, uint64_t nodeid, uint64_t fh, uint64_t offset, cons
 /* READDIR (plus = READDIRPLUS) into buf; returns the reply length. */
 int fe_fuse_readdir(FeFuse *c, bool plus, uint64_t nodeid, uint64_t fh, uint64_t offset, void *buf, uint32_t size);
 /* Reads a whole directory with READDIR and calls fn for each name; returns the entry count. */
+/* The names of a READDIR reply (buf, len bytes; . and .. skipped) appended to names (space
+ * separated, size bytes), the offset of the last entry in *off: their count, -ENOBUFS when names is
+ * full. */
+int fe_fuse_dirent_names(const uint8_t *buf, int len, char *names, size_t size, uint64_t *off);
 int fe_fuse_list_dir(FeFuse *c, uint64_t nodeid, void (*fn)(const char *name, uint32_t type, void *ud), void *ud);
 int fe_fuse_release(FeFuse *c, uint64_t nodeid, uint64_t fh, bool dir);
 int fe_fuse_flush(FeFuse *c, uint64_t nodeid, uint64_t fh);

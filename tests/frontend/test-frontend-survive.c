@@ -23,6 +23,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
+#include "host-locks.h"
 #include "test-main.h"
 
 static FeHarness *h;
@@ -94,20 +95,124 @@ START_TEST(test_sigkill_keeps_the_connection) {
 }
 END_TEST
 
-/* A node id from before the death answers ESTALE (Linux then walks the path again, looking every
- * name up anew) rather than EBADF; the name looked up again serves. */
-START_TEST(test_old_node_ids_answer_estale) {
+/* What the guest holds survives a SIGKILL (the keeper's journal, docs/survival.md): node ids, a
+ * file open for write with its offset-free data, a directory half listed, a POSIX lock and a flock;
+ * the new process answers on all of them as the dead one would have, and a host process sees the
+ * locks held across the death. */
+START_TEST(test_session_survives_a_kill) {
+        static const uint64_t owner = 0x1111, other = 0x2222;
+        _cleanup_free_ char *path = NULL;
+        struct fuse_entry_out held, child, f, ed, e;
+        struct fuse_file_lock got;
+        struct fuse_attr_out a;
+        uint64_t wfh, ffh, dfh, off = 0;
+        uint8_t buf[4096];
+        char names[8192] = "";
+        int n, listed = 0;
+
+        path = fe_harness_path(h, "dir");
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        free(path);
+        ck_assert_int_eq(fe_harness_put_file(h, "dir/.keep", ""), 0);
+        for (int i = 0; i < 40; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "dir/entry-%02d", i);
+                ck_assert_int_eq(fe_harness_put_file(h, name, ""), 0);
+        }
+        start("--crash-restarts=5");
+        ck_assert_int_eq(fe_fuse_mkdir(c, FUSE_ROOT_ID, "held", 0755, &held), 0);
+        ck_assert_int_eq(fe_fuse_create(c, held.nodeid, "data", O_RDWR, 0644, &f, &wfh), 0);
+        ck_assert_int_eq(fe_fuse_write(c, f.nodeid, wfh, 0, "ABCD", 4), 4);
+        ck_assert_int_eq(fe_fuse_open(c, f.nodeid, O_RDONLY, &ffh), 0);
+        ck_assert_int_eq(fe_fuse_setlk(c, f.nodeid, wfh, owner, false, F_WRLCK, 0, 99), 0);
+        ck_assert_int_eq(fe_fuse_setlk(c, f.nodeid, ffh, owner, true, F_RDLCK, 0, UINT64_MAX), 0);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "dir", &ed), 0);
+        ck_assert_int_eq(fe_fuse_opendir(c, ed.nodeid, &dfh), 0);
+        n = fe_fuse_readdir(c, false, ed.nodeid, dfh, 0, buf, 512);
+        ck_assert_int_gt(n, 0);
+        listed += fe_fuse_dirent_names(buf, n, names, sizeof names, &off);
+        ck_assert_int_lt(listed, 41);
+        path = fe_harness_path(h, "held/data");
+
+        kill_serving(SIGKILL);
+
+        ck_assert_msg(!fe_vu_closed(fe, 100), "the frontend connection was closed");
+        /* The node ids: no ESTALE. */
+        ck_assert_int_eq(fe_fuse_getattr(c, held.nodeid, &a), 0);
+        ck_assert_int_eq(fe_fuse_mkdir(c, held.nodeid, "child", 0755, &child), 0);
+        ck_assert(exists("held/child"));
+        /* The open files, with their locks held throughout. */
+        ck_assert_int_eq(test_host_lock_type(path, 0, 100), F_WRLCK);
+        ck_assert(!test_host_flock_free(path));
+        ck_assert_int_eq(fe_fuse_write(c, f.nodeid, wfh, 4, "EF", 2), 2);
+        ck_assert_int_eq(fe_fuse_read(c, f.nodeid, ffh, 0, buf, 16), 6);
+        ck_assert_int_eq(memcmp(buf, "ABCDEF", 6), 0);
+        ck_assert_int_eq(fe_fuse_getlk(c, f.nodeid, ffh, other, F_RDLCK, 50, 60, &got), 0);
+        ck_assert_int_eq(got.type, F_WRLCK);
+        ck_assert_int_eq(fe_fuse_setlk(c, f.nodeid, wfh, owner, false, F_RDLCK, 0, 99), 0);
+        ck_assert_int_eq(test_host_lock_type(path, 0, 100), F_RDLCK);
+        ck_assert_int_eq(fe_fuse_setlk(c, f.nodeid, wfh, owner, false, F_UNLCK, 0, UINT64_MAX), 0);
+        ck_assert_int_eq(fe_fuse_setlk(c, f.nodeid, ffh, owner, true, F_UNLCK, 0, UINT64_MAX), 0);
+        ck_assert_int_eq(test_host_lock_type(path, 0, 0), F_UNLCK);
+        ck_assert(test_host_flock_free(path));
+        /* The listing goes on: every name once. */
+        for (;;) {
+                n = fe_fuse_readdir(c, false, ed.nodeid, dfh, off, buf, 512);
+                ck_assert_int_ge(n, 0);
+                if (n == 0)
+                        break;
+                n = fe_fuse_dirent_names(buf, n, names, sizeof names, &off);
+                ck_assert_int_ge(n, 0);
+                listed += n;
+        }
+        ck_assert_int_eq(listed, 41);
+        for (int i = 0; i < 40; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "entry-%02d ", i);
+                const char *at = strstr(names, name);
+                ck_assert_msg(at && !strstr(at + 1, name), "%s listed %s", name, at ? "twice" : "never");
+        }
+        ck_assert_int_eq(fe_fuse_release(c, f.nodeid, wfh, false), 0);
+        ck_assert_int_eq(fe_fuse_release(c, f.nodeid, ffh, false), 0);
+        ck_assert_int_eq(fe_fuse_release(c, ed.nodeid, dfh, true), 0);
+        /* And again: what changed after the first takeover is what the second restores. */
+        ck_assert_int_eq(fe_fuse_open(c, f.nodeid, O_RDWR, &wfh), 0);
+        kill_serving(SIGKILL);
+        ck_assert_int_eq(fe_fuse_getattr(c, child.nodeid, &a), 0);
+        ck_assert_int_eq(fe_fuse_write(c, f.nodeid, wfh, 6, "G", 1), 1);
+        ck_assert_int_eq(fe_fuse_release(c, f.nodeid, wfh, false), 0);
+        ck_assert_int_eq(fe_fuse_release(c, f.nodeid, ffh, false), -EBADF); /* released before the death */
+        ck_assert_int_eq(fe_fuse_lookup(c, held.nodeid, "data", &e), 0);
+        ck_assert_uint_eq(e.nodeid, f.nodeid);
+        ck_assert_uint_eq(c->proto_errors, 0);
+}
+END_TEST
+
+/* A node whose name leads to another file after the death (a host user moved things meanwhile) is
+ * not taken for it: its id answers ESTALE, and Linux looks the path up again, which finds the new
+ * file under a new id; the file open through it answers EBADF. */
+START_TEST(test_moved_node_answers_estale) {
+        _cleanup_free_ char *from = NULL, *to = NULL;
         struct fuse_entry_out e, e2;
         struct fuse_attr_out a;
+        uint64_t fh;
 
+        ck_assert_int_eq(fe_harness_put_file(h, "held", "old"), 0);
         start("--crash-restarts=5");
-        ck_assert_int_eq(fe_fuse_mkdir(c, FUSE_ROOT_ID, "held", 0755, &e), 0);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "held", &e), 0);
+        ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_RDONLY, &fh), 0);
+        from = fe_harness_path(h, "held");
+        to = fe_harness_path(h, "moved");
+        ck_assert_int_eq(rename(from, to), 0);
+        ck_assert_int_eq(fe_harness_put_file(h, "held", "new"), 0);
         kill_serving(SIGKILL);
         ck_assert_int_eq(fe_fuse_getattr(c, e.nodeid, &a), -ESTALE);
-        ck_assert_int_eq(fe_fuse_mkdir(c, e.nodeid, "child", 0755, &e2), -ESTALE);
-        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "held", &e), 0);
-        ck_assert_int_eq(fe_fuse_mkdir(c, e.nodeid, "child", 0755, &e2), 0);
-        ck_assert(exists("held/child"));
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "held", &e2), 0);
+        ck_assert_uint_ne(e2.nodeid, e.nodeid);
+        ck_assert_int_eq(fe_fuse_getattr(c, e2.nodeid, &a), 0);
+        ck_assert_uint_eq(a.attr.size, 3);
+        ck_assert_int_eq(fe_fuse_read(c, e.nodeid, fh, 0, (char[8]){ 0 }, 8), -EBADF);
+        ck_assert_uint_eq(c->proto_errors, 0);
 }
 END_TEST
 
@@ -596,7 +701,8 @@ static Suite *survive_suite(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_sigkill_keeps_the_connection);
         tcase_add_test(tc, test_signals_in_a_row);
-        tcase_add_test(tc, test_old_node_ids_answer_estale);
+        tcase_add_test(tc, test_session_survives_a_kill);
+        tcase_add_test(tc, test_moved_node_answers_estale);
         tcase_add_test(tc, test_crash_loop_ends_vufsd);
         tcase_add_test(tc, test_default_is_off);
         tcase_add_test(tc, test_watchdog_pinged_at_takeover);
