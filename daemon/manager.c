@@ -443,9 +443,11 @@ int manager_run(Manager *m) {
                 r = survive_resume(m);
                 if (r < 0)
                         return log_error_errno(r, "Cannot take over from the previous serving process: %m");
+                /* A binary the spawner executed (an upgrade, or a restart after one) tells it that
+                 * it serves; a forked process has nothing to tell. */
+                sandbox_upgrade_took_over();
                 if (sandbox_upgrading()) {
                         log_upgrade(m);
-                        sandbox_upgrade_took_over();
                         if (r > 0)
                                 manager_status(m, "Frontend connected");
                 }

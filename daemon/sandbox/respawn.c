@@ -33,6 +33,10 @@
 
 static unsigned generation, restarts_done, upgrades_done, upgrade_failures;
 static bool upgrading, executed;
+/* An upgrade took over: from then on a serving process that dies is replaced by the binary at
+ * vufsd's path again, not by a fork of the spawner's (older) code, so that a crash never brings back
+ * the code an upgrade replaced (a security fix). */
+static bool installed_runs;
 static int report_fd = -1; /* in a binary executed for an upgrade: tells the spawner it took over */
 static uint64_t death_usec;
 
@@ -115,12 +119,13 @@ static int keep_across_exec(int fd) {
  * report, a pipe to the spawner: the new binary writes one byte to it once it has taken over
  * (sandbox_upgrade_took_over()); its end of file before that byte means it never did. Returns
  * only when the binary cannot be executed, after writing the errno (an int) to report. */
-static int exec_next(const SandboxExec *ex, int share_fd, int control_channel, int report) {
+static int exec_next(const SandboxExec *ex, int share_fd, int control_channel, int report, bool restart) {
         char env[192];
         int r;
 
-        snprintf(env, sizeof env, "%d,%d,%d,%d,%u,%u,%u,%u,%d,%d", sandbox_channel_fd(), control_channel, share_fd,
-                 ex->listen_fd, generation, restarts_done, upgrades_done, upgrade_failures, (int) getppid(), report);
+        snprintf(env, sizeof env, "%d,%d,%d,%d,%u,%u,%u,%u,%d,%d,%d,%" PRIu64, sandbox_channel_fd(), control_channel,
+                 share_fd, ex->listen_fd, generation, restarts_done, upgrades_done, upgrade_failures, (int) getppid(),
+                 report, restart ? 1 : 0, death_usec);
         r = keep_across_exec(report);
         if (r >= 0)
                 r = keep_across_exec(sandbox_channel_fd());
@@ -154,13 +159,16 @@ void sandbox_upgrade_took_over(void) {
 
 int sandbox_take_upgrade_env(int *ret_control_channel, int *ret_share_fd, int *ret_listen_fd, pid_t *ret_main_pid) {
         const char *e = getenv(VUFSD_UPGRADE_ENV);
-        int chan, control, share, listen_fd, main_pid, report;
+        int chan, control, share, listen_fd, main_pid, report, restart = 0;
         unsigned gen, restarts, upgrades, failures;
+        uint64_t died = 0;
 
         if (!e)
                 return 0;
-        if (sscanf(e, "%d,%d,%d,%d,%u,%u,%u,%u,%d,%d", &chan, &control, &share, &listen_fd, &gen, &restarts,
-                   &upgrades, &failures, &main_pid, &report) != 10 ||
+        /* The last two fields (a restart after a death rather than an upgrade, and when the
+         * process died) are newer: a spawner of an older vufsd leaves them out. */
+        if (sscanf(e, "%d,%d,%d,%d,%u,%u,%u,%u,%d,%d,%d,%" SCNu64, &chan, &control, &share, &listen_fd, &gen,
+                   &restarts, &upgrades, &failures, &main_pid, &report, &restart, &died) < 10 ||
             chan < 0 || share < 0 || gen == 0 || report < 0)
                 return -EBADMSG;
         (void) unsetenv(VUFSD_UPGRADE_ENV);
@@ -174,8 +182,9 @@ int sandbox_take_upgrade_env(int *ret_control_channel, int *ret_share_fd, int *r
         restarts_done = restarts;
         upgrades_done = upgrades;
         upgrade_failures = failures;
-        upgrading = executed = true;
-        death_usec = 0;
+        upgrading = restart == 0;
+        executed = true;
+        death_usec = restart ? died : 0; /* CLOCK_MONOTONIC: the same clock across execve() */
         *ret_control_channel = control;
         *ret_share_fd = share;
         *ret_listen_fd = listen_fd;
@@ -207,7 +216,8 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
         /* What the next serving process is: forked (the first, and after a death), the binary at
          * exec->exe (after an upgrade exit), or forked again with the session an upgrade left
          * (its binary could not be executed, or refused the session). */
-        enum { NEXT_FORK, NEXT_EXEC } next = NEXT_FORK;
+        enum { NEXT_FORK, NEXT_EXEC, NEXT_EXEC_RESTART } next = NEXT_FORK;
+        bool exec_restart = false; /* the child now running was executed for a restart */
         int report[2] = { -1, -1 };
         /* The new binary has not said yet that it took over: its death (any exit or signal) is a
          * failed upgrade, not a crash, and the running code takes over. */
@@ -217,7 +227,7 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
                 pid_t child;
                 int status;
 
-                if (next == NEXT_EXEC && pipe2(report, O_CLOEXEC) < 0) {
+                if (next != NEXT_FORK && pipe2(report, O_CLOEXEC) < 0) {
                         log_error_errno(errno, "Live upgrade: pipe2() failed: %m; the running code takes over");
                         next = NEXT_FORK;
                 }
@@ -242,22 +252,26 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
                          * process starts the same way. */
                         if (mode == SANDBOX_NAMESPACE && sandbox_unshare_mounts(share_fd) < 0)
                                 return -1;
-                        if (next == NEXT_EXEC) {
+                        if (next != NEXT_FORK) {
                                 int r;
 
                                 report[0] = safe_close(report[0]);
-                                r = exec_next(exec, *share_fd, *control_channel, report[1]);
+                                r = exec_next(exec, *share_fd, *control_channel, report[1], next == NEXT_EXEC_RESTART);
                                 report[1] = safe_close(report[1]);
                                 /* The running code serves on, with the session the upgrade left. */
-                                log_error_errno(r, "Live upgrade: cannot execute %s: %m; the running vufsd takes over "
-                                                   "the guest's session instead", exec->exe);
-                                upgrades_done--;
-                                upgrade_failures++;
+                                log_error_errno(r, "%s: cannot execute %s: %m; the running vufsd takes over "
+                                                   "the guest's session instead",
+                                                next == NEXT_EXEC ? "Live upgrade" : "Restart", exec->exe);
+                                if (next == NEXT_EXEC) {
+                                        upgrades_done--;
+                                        upgrade_failures++;
+                                }
                         }
                         return 1;
                 }
                 report[1] = safe_close(report[1]);
-                unconfirmed = next == NEXT_EXEC;
+                unconfirmed = next != NEXT_FORK;
+                exec_restart = next == NEXT_EXEC_RESTART;
                 next = NEXT_FORK;
                 for (;;) {
                         struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = report[0], .events = POLLIN } };
@@ -276,12 +290,15 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
 
                                 if (n < 0 && errno == EINTR)
                                         continue;
-                                if (n == 1)
+                                if (n == 1) {
                                         unconfirmed = false;
-                                else if (n == (ssize_t) sizeof word) {
+                                        installed_runs = true;
+                                } else if (n == (ssize_t) sizeof word) {
                                         unconfirmed = false;
-                                        upgrades_done--;
-                                        upgrade_failures++;
+                                        if (!exec_restart) {
+                                                upgrades_done--;
+                                                upgrade_failures++;
+                                        }
                                 }
                                 report[0] = safe_close(report[0]);
                         }
@@ -296,6 +313,19 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
                 }
                 death_usec = mono_usec();
                 report[0] = safe_close(report[0]);
+                if (!stopping && unconfirmed && exec_restart) {
+                        char why[64];
+
+                        /* The installed binary cannot serve the guest after a death: the running
+                         * code does (the death itself was counted). */
+                        describe_death(status, why, sizeof why);
+                        log_error("The vufsd at %s (pid %d) %s before it took over the guest's session after a "
+                                  "restart; the running vufsd takes over instead",
+                                  exec->exe, (int) child, why);
+                        unconfirmed = false;
+                        generation++;
+                        continue;
+                }
                 if (!stopping && unconfirmed) {
                         char why[64];
 
@@ -349,5 +379,7 @@ int sandbox_respawn(unsigned max_restarts, SandboxMode mode, int *share_fd, int 
                 restarts_done++;
                 upgrading = false;
                 generation++;
+                if (installed_runs && exec && exec->exe)
+                        next = NEXT_EXEC_RESTART;
         }
 }
