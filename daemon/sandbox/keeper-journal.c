@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "sandbox.h"
@@ -33,8 +34,23 @@ static struct {
         Entry **slot;
         size_t cap, used, tombs; /* used: live entries */
         uint64_t bytes;
+        size_t fds, max_fds; /* fds held, and the most the supervisor lends the journal */
         bool broken;
 } J;
+
+/* The journal's share of the supervisor's fd table: its open-file limit less a reserve for what it
+ * does itself (its loop, the bus, a fetch's answer), so that a serving process sending fds cannot
+ * leave the supervisor without any. */
+static size_t max_fds(void) {
+        struct rlimit rl;
+
+        if (J.max_fds == 0) {
+                if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+                        rl.rlim_cur = 1024;
+                J.max_fds = rl.rlim_cur > 1024 ? (size_t) rl.rlim_cur - 512 : (size_t) rl.rlim_cur / 2;
+        }
+        return J.max_fds;
+}
 
 static size_t hash_key(uint64_t a, uint64_t b) {
         uint64_t h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
@@ -44,6 +60,8 @@ static size_t hash_key(uint64_t a, uint64_t b) {
 static void entry_free(Entry *e) {
         if (!e || e == TOMB)
                 return;
+        if (e->fd >= 0)
+                J.fds--;
         safe_close(e->fd);
         J.bytes -= sizeof *e + e->len;
         free(e);
@@ -127,7 +145,7 @@ static void journal_put(uint64_t a, uint64_t b, const uint8_t *data, size_t len,
         }
         i = find(a, b, &found);
         if ((!found && J.used >= KEEPER_JOURNAL_MAX_ENTRIES) || J.bytes + sizeof *e + len > KEEPER_JOURNAL_MAX_BYTES ||
-            !(e = malloc(sizeof *e + len))) {
+            (fd >= 0 && J.fds >= max_fds()) || !(e = malloc(sizeof *e + len))) {
                 safe_close(fd);
                 keeper_journal_fail();
                 return;
@@ -135,6 +153,8 @@ static void journal_put(uint64_t a, uint64_t b, const uint8_t *data, size_t len,
         *e = (Entry) { .a = a, .b = b, .fd = fd, .len = (uint32_t) len };
         memcpy(e->data, data, len);
         J.bytes += sizeof *e + len;
+        if (fd >= 0)
+                J.fds++;
         if (found)
                 entry_free(J.slot[i]);
         else {

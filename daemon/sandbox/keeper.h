@@ -52,7 +52,7 @@ enum {
  * within what a session's nodes (--max-nodes, 1 Mi by default) and handles describe. */
 #define KEEPER_JOURNAL_MAX_ENTRY (KEEPER_MAX_RECORD - 32)
 #define KEEPER_JOURNAL_MAX_ENTRIES (4u << 20)
-#define KEEPER_JOURNAL_MAX_BYTES (768ull << 20)
+#define KEEPER_JOURNAL_MAX_BYTES (384ull << 20)
 #define KEEPER_JOURNAL_BATCH (60u << 10)
 
 /* ---- the supervisor's side ---- */

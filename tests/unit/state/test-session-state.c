@@ -584,6 +584,171 @@ START_TEST(test_hundred_thousand_nodes) {
 }
 END_TEST
 
+
+/* ---- the journal (session_state_from_journal) ---- */
+
+/* One journal entry of a node record (fd: whether the entry carries an fd standing for it). */
+typedef struct JEntry {
+        uint8_t data[2048];
+        size_t len;
+        int fd;
+} JEntry;
+
+static void j_node(JEntry *e, uint64_t id, uint64_t parent, const char *name, uint32_t type, int fd) {
+        StateNode n = { .id = id, .nlookup = 1, .parent = parent, .name = (char *) name, .dev = 0x801,
+                        .ino = 1000 + id, .type = type, .fd_slot = fd >= 0 ? 0 : -1 };
+        ssize_t len = session_state_record_node(&n, e->data, sizeof e->data);
+
+        ck_assert_int_gt(len, 0);
+        e->len = (size_t) len;
+        e->fd = fd;
+}
+
+static void j_handle(JEntry *e, uint64_t fh, uint64_t node, int fd, bool flock) {
+        StateHandle h = { .fh = fh, .node = node, .open_flags = 02, .fd_slot = 0 };
+        ssize_t len = session_state_record_handle(&h, e->data, sizeof e->data);
+
+        ck_assert_int_gt(len, 0);
+        e->len = (size_t) len;
+        e->fd = fd;
+        if (flock) {
+                StateLock l = { .node = node, .fh = fh, .start = 0, .end = STATE_LOCK_END_MAX, .kind = STATE_LOCK_FLOCK,
+                                .type = STATE_LOCK_READ, .fd_slot = -1 };
+                len = session_state_record_lock(&l, e->data + e->len, sizeof e->data - e->len);
+                ck_assert_int_gt(len, 0);
+                e->len += (size_t) len;
+        }
+}
+
+static void j_posix(JEntry *e, uint64_t owner, uint64_t node, uint64_t fh, int fd) {
+        e->len = 0;
+        for (int k = 0; k < 2; k++) {
+                StateLock l = { .owner = owner, .node = node, .fh = fh, .start = (uint64_t) k * 100,
+                                .end = (uint64_t) k * 100 + 9, .kind = STATE_LOCK_POSIX, .type = STATE_LOCK_WRITE,
+                                .fd_slot = k == 0 ? 0 : -1 };
+                ssize_t len = session_state_record_lock(&l, e->data + e->len, sizeof e->data - e->len);
+                ck_assert_int_gt(len, 0);
+                e->len += (size_t) len;
+        }
+        e->fd = fd;
+}
+
+static int from_journal(JEntry *je, size_t n, SessionState **s, size_t *dropped, int32_t *fd_entry, char *err,
+                        size_t errlen) {
+        StateSession ss = { .proto_major = 7, .proto_minor = 38 };
+        StateJournalEntry e[16];
+
+        ck_assert_uint_le(n, 16);
+        for (size_t i = 0; i < n; i++)
+                e[i] = (StateJournalEntry) { je[i].data, je[i].len, je[i].fd };
+        return session_state_from_journal(&ss, e, n, STATE_MAX_NODES, s, dropped, fd_entry, err, errlen);
+}
+
+/* Entries in any order (a child before its parent) come back as a session, parents first; each
+ * entry's fd becomes an fd slot of the records that name it; an unnamed node keeps its slot. */
+START_TEST(test_journal_round_trip) {
+        static JEntry je[6];
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        int32_t fd_entry[16];
+        size_t dropped = 99;
+        char err[256] = "";
+        int n;
+
+        j_node(&je[0], 3 << 6, 2 << 6, "f", S_IFREG, -1);
+        j_handle(&je[1], 0x101, 3 << 6, 17, true);
+        j_node(&je[2], 2 << 6, STATE_ROOT_ID, "d", S_IFDIR, -1);
+        j_node(&je[3], 4 << 6, 0, NULL, S_IFREG, 23);
+        j_posix(&je[4], 0xabc, 3 << 6, 0x101, 31);
+        j_handle(&je[5], 0x202, 2 << 6, 37, false);
+        n = from_journal(je, 6, &s, &dropped, fd_entry, err, sizeof err);
+        ck_assert_msg(n == 4, "%d: %s", n, err);
+        ck_assert_uint_eq(dropped, 0);
+        ck_assert_uint_eq(session_state_node_count(s), 3);
+        ck_assert_uint_eq(session_state_node(s, 0)->id == (2 << 6) || session_state_node(s, 0)->id == (4 << 6), true);
+        ck_assert_uint_eq(session_state_handle_count(s), 2);
+        ck_assert_uint_eq(session_state_lock_count(s), 3);
+        /* Every slot names the entry whose fd it is. */
+        for (size_t i = 0; i < session_state_handle_count(s); i++) {
+                const StateHandle *h = session_state_handle(s, i);
+                ck_assert_int_ge(h->fd_slot, 0);
+                ck_assert_int_eq(je[fd_entry[h->fd_slot]].fd, h->fh == 0x101 ? 17 : 37);
+        }
+        ck_assert_int_eq(je[fd_entry[session_state_find_node(s, 4 << 6)->fd_slot]].fd, 23);
+        ck_assert_int_eq(session_state_find_node(s, 3 << 6)->fd_slot, -1);
+        for (size_t i = 0; i < session_state_lock_count(s); i++) {
+                const StateLock *l = session_state_lock(s, i);
+                if (l->kind == STATE_LOCK_POSIX && l->start == 0)
+                        ck_assert_int_eq(je[fd_entry[l->fd_slot]].fd, 31);
+                else
+                        ck_assert_int_eq(l->fd_slot, -1);
+        }
+}
+END_TEST
+
+/* What a death between two changes can leave: a node whose parent is gone (and its child), a
+ * handle whose node is, a lock whose handle is: each dropped, the rest kept. A malformed entry
+ * and one with a session record are dropped alone. */
+START_TEST(test_journal_drops_what_is_out_of_step) {
+        static JEntry je[8];
+        _cleanup_(session_state_freep) SessionState *s = NULL;
+        int32_t fd_entry[16];
+        size_t dropped = 0;
+        char err[256] = "";
+        int n;
+
+        j_node(&je[0], 3 << 6, 2 << 6, "orphan", S_IFDIR, -1);    /* parent 2 not journaled */
+        j_node(&je[1], 5 << 6, 3 << 6, "grandchild", S_IFREG, -1); /* its parent goes too */
+        j_handle(&je[2], 0x101, 5 << 6, 11, false);                /* on a node that goes */
+        j_posix(&je[3], 0xabc, 6 << 6, 0x999, 12);                 /* through a handle never journaled */
+        j_node(&je[4], 6 << 6, STATE_ROOT_ID, "kept", S_IFREG, -1);
+        memcpy(je[5].data, "\x02\x00\x00\x00\xff\xff\x00\x00garbage", 16); /* runs past its end */
+        je[5].len = 16;
+        je[5].fd = -1;
+        {
+                static const uint8_t session_rec[8 + 40] = { 1, 0, 0, 0, 40, 0, 0, 0, 7 };
+                memcpy(je[6].data, session_rec, sizeof session_rec);
+                je[6].len = sizeof session_rec;
+                je[6].fd = -1;
+        }
+        j_handle(&je[7], 0x202, 6 << 6, 13, false);
+        n = from_journal(je, 8, &s, &dropped, fd_entry, err, sizeof err);
+        ck_assert_msg(n >= 0, "%d: %s", n, err);
+        ck_assert_uint_eq(session_state_node_count(s), 1);
+        ck_assert_uint_eq(session_state_node(s, 0)->id, 6 << 6);
+        ck_assert_uint_eq(session_state_handle_count(s), 1);
+        ck_assert_uint_eq(session_state_handle(s, 0)->fh, 0x202);
+        ck_assert_uint_eq(session_state_lock_count(s), 0);
+        ck_assert_uint_eq(dropped, 2 + 2 + 1 + 2); /* 2 bad entries, 2 nodes, 1 handle, 2 lock ranges */
+}
+END_TEST
+
+/* What no death can leave is refused whole: two entries for one node id. */
+START_TEST(test_journal_duplicate_refused) {
+        static JEntry je[2];
+        SessionState *s = NULL;
+        int32_t fd_entry[16];
+        size_t dropped = 0;
+        char err[256] = "";
+
+        j_node(&je[0], 3 << 6, STATE_ROOT_ID, "a", S_IFREG, -1);
+        j_node(&je[1], 3 << 6, STATE_ROOT_ID, "b", S_IFREG, -1);
+        ck_assert_int_eq(from_journal(je, 2, &s, &dropped, fd_entry, err, sizeof err), -EBADMSG);
+        ck_assert_ptr_null(s);
+        ck_assert_msg(strstr(err, "twice"), "%s", err);
+}
+END_TEST
+
+/* A writer cannot make a record the reader would refuse. */
+START_TEST(test_journal_record_refuses) {
+        uint8_t buf[512];
+        StateNode n = { .id = 1, .fd_slot = -1 };
+        StateNode big = { .id = 5, .parent = STATE_ROOT_ID, .name = (char *) "x", .fd_slot = -1 };
+
+        ck_assert_int_eq(session_state_record_node(&n, buf, sizeof buf), -EINVAL);
+        ck_assert_int_eq(session_state_record_node(&big, buf, 40), -ENOBUFS);
+}
+END_TEST
+
 static Suite *state_suite(void) {
         Suite *s = suite_create("session-state");
         TCase *tc = tcase_create("format");
@@ -609,6 +774,10 @@ static Suite *state_suite(void) {
         tcase_add_test(tc, test_lock_owner_two_handles);
         tcase_add_test(tc, test_lock_too_many);
         tcase_add_test(tc, test_hundred_thousand_nodes);
+        tcase_add_test(tc, test_journal_round_trip);
+        tcase_add_test(tc, test_journal_drops_what_is_out_of_step);
+        tcase_add_test(tc, test_journal_duplicate_refused);
+        tcase_add_test(tc, test_journal_record_refuses);
         suite_add_tcase(s, tc);
         return s;
 }
