@@ -61,6 +61,8 @@ static void plock_unref(PLock *l) {
 
 static size_t pending_retry(Passthrough *p, Inode *only);
 static uint64_t fs_lock_end(const FsLock *lk);
+static bool plock_has_pending(Inode *i, uint64_t owner);
+static int lock_wait_step(const FsCtx *c, long *delay_us);
 static bool pending_posix_conflict(Passthrough *p, Inode *i, uint64_t owner, uint64_t start, uint64_t end, short type,
                                    LockRange *ret);
 static bool pending_flock_conflict(Passthrough *p, Handle *h, short type);
@@ -205,6 +207,7 @@ int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         _cleanup_(plock_unrefp) PLock *l = NULL;
         struct flock fl;
         LockRange pr;
+        long delay_us = 1000;
         int r;
 
         r = lock_handle(p, fh, nodeid, &h);
@@ -213,9 +216,18 @@ int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         r = flock_from_fs(&fl, lk);
         if (r < 0)
                 return r;
+        /* The owner's own pending ranges: the kernel would report them as another's (the source
+         * vufsd still holds them), the guest knows them as its own; answered once they are taken
+         * (or lost: EBADF), as its SETLK is (own_pending()). */
+        while (pending_retry(p, h->inode) > 0 && plock_has_pending(h->inode, owner)) {
+                r = lock_wait_step(c, &delay_us);
+                if (r < 0)
+                        return r;
+        }
+        if (atomic_load(&h->lock_lost))
+                return -EBADF;
         /* Another owner's pending range is the guest's lock as far as the guest knows: reported as
          * held, whatever the host holds there now. */
-        pending_retry(p, h->inode);
         if (pending_posix_conflict(p, h->inode, owner, lk->start, fs_lock_end(lk), fl.l_type, &pr)) {
                 *lk = (FsLock) { .start = pr.start, .end = pr.end, .type = (uint32_t) pr.type, .pid = 0 };
                 return 0;

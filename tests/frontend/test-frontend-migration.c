@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -563,6 +565,19 @@ static void wait_source_exit(FeHarness *src) {
         usleep(100000);
 }
 
+static uint64_t now_ms(void) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (uint64_t) t.tv_sec * 1000 + (uint64_t) t.tv_nsec / 1000000;
+}
+
+/* A host process letting go of its lock 300 ms after the load: closes *fd. */
+static void *release_later(void *fd) {
+        usleep(300000);
+        close(*(int *) fd);
+        return NULL;
+}
+
 /* The guest's POSIX lock on [0, 99] is pending: another guest owner is answered as if it were held
  * (the host holds only [10, 14] of it), and cannot take any of it. */
 static void check_pending(Vm *v, const LockLoad *l) {
@@ -627,10 +642,17 @@ static void migrate_locks(const char *on_error, LockCase lc) {
                 ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_posix, 0, buf, 4), 4);
                 check_unlock(&d, src, &l);
                 break;
-        case LOCKS_HOST_RELEASES:
+        case LOCKS_HOST_RELEASES: {
+                pthread_t t;
+                uint64_t t0 = now_ms();
+                ck_assert_int_eq(pthread_create(&t, NULL, release_later, &host_fd), 0);
                 check_pending(&d, &l);
-                usleep(300000);
-                close(host_fd);
+                /* The owner's own GETLK waits until its lock is taken (the host process lets go
+                 * 300 ms after the load), then finds nothing in its way: the lock is its own. */
+                ck_assert_int_eq(fe_fuse_getlk(d.c, l.data, l.fh_posix, OWNER_POSIX, F_WRLCK, 0, 99, &got), 0);
+                ck_assert_uint_eq(got.type, F_UNLCK);
+                ck_assert_uint_ge(now_ms() - t0, 250);
+                ck_assert_int_eq(pthread_join(t, NULL), 0);
                 host_fd = -1;
                 usleep(1000000); /* past the timeout */
                 ck_assert_int_eq(host_probe(src, "data.bin", 0, 100), F_WRLCK); /* only the destination can hold it */
@@ -638,6 +660,7 @@ static void migrate_locks(const char *on_error, LockCase lc) {
                 ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_posix, 0, buf, 4), 4);
                 check_unlock(&d, src, &l);
                 break;
+        }
         case LOCKS_HOST_KEEPS:
                 check_pending(&d, &l);
                 usleep(1300000); /* past the timeout: lost */
