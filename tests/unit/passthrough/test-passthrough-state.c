@@ -203,6 +203,21 @@ static bool host_flock_free(const char *rel) {
         return test_host_flock_free(path);
 }
 
+/* A share whose file name (content: name) the guest opened read-write as *fh and locked: owner
+ * 0x77 write-locks [0, 99], owner 0x88 flocks it (flock_type). */
+static Passthrough *share_with_locks(const char *name, short flock_type, FsEntry *f, uint64_t *fh) {
+        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK }, fl = { .start = 0, .end = INT64_MAX, .type = flock_type };
+        Passthrough *a;
+
+        put(name, name);
+        a = open_share();
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, name, f), 0);
+        ck_assert_int_eq(ops->open(a, &root_ctx, f->nodeid, O_RDWR, false, fh), 0);
+        ck_assert_int_eq(ops->setlk(a, &root_ctx, f->nodeid, *fh, 0x77, &w, false, false), 0);
+        ck_assert_int_eq(ops->setlk(a, &root_ctx, f->nodeid, *fh, 0x88, &fl, true, false), 0);
+        return a;
+}
+
 /* A hand-over carries the guest's locks in the open file descriptions themselves: the POSIX lock
  * owner's OFD and the handle's file go beside the stream, so the locks stay held while the source
  * ends and the receiver has nothing to take again (taking them on a new OFD would conflict with
@@ -213,19 +228,14 @@ START_TEST(test_hand_over_locks) {
         PtStateOptions o = {};
         PtStateFds fds = {};
         PtStateReport rep;
-        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK }, fl = { .start = 0, .end = INT64_MAX, .type = F_RDLCK };
+        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK };
         FsLock probe = { .start = 0, .end = 99, .type = F_WRLCK };
         FsLock un = { .start = 0, .end = INT64_MAX, .type = F_UNLCK };
         FsEntry f;
         uint64_t fh;
         const StateLock *l;
 
-        put("locked", "locked data");
-        a = open_share();
-        ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, "locked", &f), 0);
-        ck_assert_int_eq(ops->open(a, &root_ctx, f.nodeid, O_RDWR, false, &fh), 0);
-        ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x77, &w, false, false), 0);
-        ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x88, &fl, true, false), 0);
+        a = share_with_locks("locked", F_RDLCK, &f, &fh);
         s = save_hand_over(a, &fds, &rep);
         ck_assert_uint_eq(rep.locks, 2);
         ck_assert_uint_eq(fds.n, 3); /* the node's O_PATH fd, the open file, the lock owner's OFD */
@@ -275,17 +285,12 @@ static void load_while_source_holds(bool past_deadline) {
         PtStateOptions o = { .lock_timeout_usec = past_deadline ? 0 : 60 * 1000000ull };
         StateSession ss = {};
         PtStateReport rep;
-        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK }, fl = { .start = 0, .end = INT64_MAX, .type = F_WRLCK };
+        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK };
         FsLock probe = { .start = 50, .end = 50, .type = F_RDLCK };
         uint64_t fh, pending, lost;
         FsEntry f;
 
-        put("held", "held data");
-        a = open_share();
-        ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, "held", &f), 0);
-        ck_assert_int_eq(ops->open(a, &root_ctx, f.nodeid, O_RDWR, false, &fh), 0);
-        ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x77, &w, false, false), 0);
-        ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x88, &fl, true, false), 0);
+        a = share_with_locks("held", F_WRLCK, &f, &fh);
         ck_assert_int_eq(session_state_new(&s), 0);
         session_state_set_session(s, &ss);
         ck_assert_int_eq(passthrough_state_save(a, &o, s, &rep), 0);
