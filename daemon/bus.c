@@ -347,6 +347,16 @@ static int property_get_budget(sd_bus *bus, const char *path, const char *interf
         return sd_bus_message_append(reply, "t", v);
 }
 
+/* The guest's locks a migration found held on this host: pending now, and lost since start
+ * (docs/migration.md "Locks"). */
+static int property_get_locks(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        uint64_t pending, lost;
+
+        passthrough_lock_counts(((Bus *) userdata)->manager->passthrough, &pending, &lost);
+        return sd_bus_message_append(reply, "t", streq(property, "LocksPending") ? pending : lost);
+}
+
 /* ---- methods ---- */
 
 static int emit_changed(Bus *b, char **names) {
@@ -711,6 +721,8 @@ static const sd_bus_vtable daemon_vtable[] = {
         SD_BUS_PROPERTY("NodeBudgetMax", "t", property_get_budget, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("InodeFdsCached", "t", property_get_budget, 0, 0),
         SD_BUS_PROPERTY("InodeFdsMax", "t", property_get_budget, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("LocksPending", "t", property_get_locks, 0, 0),
+        SD_BUS_PROPERTY("LocksLost", "t", property_get_locks, 0, 0),
         SD_BUS_VTABLE_END
 };
 

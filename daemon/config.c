@@ -58,6 +58,7 @@ void config_init(Config *c) {
                 .security_label_mode = FEATURE_NEVER,
                 .migration_mode = MIGRATION_FIND_PATHS,
                 .migration_on_error = MIGRATION_ON_ERROR_ABORT,
+                .migration_lock_timeout_sec = MIGRATION_LOCK_TIMEOUT_DEFAULT_SEC,
                 .fs = FS_OPTIONS_DEFAULT,
         };
 }
@@ -144,6 +145,7 @@ enum {
         ARG_MIGRATION_ON_ERROR,
         ARG_MIGRATION_VERIFY_HANDLES,
         ARG_MIGRATION_CONFIRM_PATHS,
+        ARG_MIGRATION_LOCK_TIMEOUT,
         ARG_INSTANCE,
         ARG_CONFIG,
         ARG_BUS,
@@ -259,6 +261,8 @@ static const OptionDef option_defs[] = {
         { "migration-on-error", required_argument, ARG_MIGRATION_ON_ERROR, "ACTION", "abort (default), guest-error" },
         { "migration-verify-handles", no_argument, ARG_MIGRATION_VERIFY_HANDLES, NULL, "find-paths only" },
         { "migration-confirm-paths", no_argument, ARG_MIGRATION_CONFIRM_PATHS, NULL, "find-paths only" },
+        { "migration-lock-timeout", required_argument, ARG_MIGRATION_LOCK_TIMEOUT, "SECONDS",
+          "how long a lock held elsewhere on the destination's host is retried before it is lost (default 10)" },
         SECTION("Configuration and control"),
         { "instance", required_argument, ARG_INSTANCE, "NAME",
           "instance name (systemd: %i); reads " VUFSD_CONFIG_DIR "/NAME.conf when it exists" },
@@ -541,6 +545,17 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 case ARG_MIGRATION_CONFIRM_PATHS:
                         c->migration_given = c->migration_confirm_paths = true;
                         break;
+                case ARG_MIGRATION_LOCK_TIMEOUT: {
+                        uint64_t sec;
+                        c->migration_given = true;
+                        if (parse_uint(optarg, MIGRATION_LOCK_TIMEOUT_MAX_SEC, &sec) < 0)
+                                r = usage_error("--migration-lock-timeout must be a number of seconds from 0 to %u, got "
+                                                "\"%s\"",
+                                                MIGRATION_LOCK_TIMEOUT_MAX_SEC, optarg);
+                        else
+                                c->migration_lock_timeout_sec = (unsigned) sec;
+                        break;
+                }
                 case ARG_INSTANCE:
                         r = set_string(&c->instance, optarg);
                         break;

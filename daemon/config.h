@@ -38,6 +38,8 @@ const char *inode_file_handles_to_string(InodeFileHandles m);
 InodeFileHandles inode_file_handles_from_string(const char *s);
 const char *migration_mode_to_string(MigrationMode m);
 MigrationMode migration_mode_from_string(const char *s);
+#define MIGRATION_LOCK_TIMEOUT_DEFAULT_SEC 10u
+#define MIGRATION_LOCK_TIMEOUT_MAX_SEC 3600u
 const char *migration_on_error_to_string(MigrationOnError m);
 MigrationOnError migration_on_error_from_string(const char *s);
 
@@ -98,6 +100,8 @@ typedef struct Config {
         MigrationOnError migration_on_error;
         bool migration_verify_handles;
         bool migration_confirm_paths;
+        /* --migration-lock-timeout: a lock the load finds held on this host is retried this long */
+        unsigned migration_lock_timeout_sec;
         bool migration_given; /* any --migration-* option: main.c says what it means */
 
         /* Logging */

@@ -98,6 +98,8 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         m->bus = bus_free(m->bus); /* first: its handlers look at everything below */
         m->status_timer = sd_event_source_disable_unref(m->status_timer);
+        m->lock_pending_io = sd_event_source_disable_unref(m->lock_pending_io);
+        m->lock_retry_timer = sd_event_source_disable_unref(m->lock_retry_timer);
         manager_close_connection(m);
         m->listen_source = sd_event_source_disable_unref(m->listen_source);
         m->device = device_free(m->device); /* first: waits for requests still on workers */
@@ -419,6 +421,48 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_exit(m->event, 0);
 }
 
+/* Pending locks (docs/migration.md "Locks"): retried every 10 ms until each is taken or lost. */
+#define LOCK_RETRY_USEC (10 * 1000ULL)
+
+static int on_lock_retry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (passthrough_locks_retry(m->passthrough) > 0)
+                (void) sd_event_source_set_time_relative(s, LOCK_RETRY_USEC);
+        else
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        return 0;
+}
+
+/* Locks became pending (a migration's load, on the transfer thread): start the retries here, on
+ * the loop, which sd-event requires. */
+static int on_lock_pending(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Manager *m = userdata;
+        uint64_t n;
+
+        (void) !read(fd, &n, sizeof n);
+        (void) sd_event_source_set_time_relative(m->lock_retry_timer, LOCK_RETRY_USEC);
+        (void) sd_event_source_set_enabled(m->lock_retry_timer, SD_EVENT_ON);
+        return 0;
+}
+
+static int watch_pending_locks(Manager *m) {
+        int r;
+
+        r = sd_event_add_time_relative(m->event, &m->lock_retry_timer, CLOCK_MONOTONIC, LOCK_RETRY_USEC, 0,
+                                       on_lock_retry_timer, m);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(m->lock_retry_timer, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(m->lock_retry_timer, "lock-retry");
+        r = sd_event_add_io(m->event, &m->lock_pending_io, passthrough_locks_pending_fd(m->passthrough), EPOLLIN,
+                            on_lock_pending, m);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(m->lock_pending_io, "lock-pending");
+        return 0;
+}
+
 int manager_run(Manager *m) {
         int r;
 
@@ -436,6 +480,9 @@ int manager_run(Manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the status timer: %m");
         (void) sd_event_source_set_description(m->status_timer, "status");
+        r = watch_pending_locks(m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the retry of pending locks: %m");
 
         if (survive_enabled() && sandbox_generation() > 0) {
                 /* The previous serving process died, or stopped for an upgrade: take over what it

@@ -38,6 +38,9 @@ typedef struct Manager {
 
         /* STATUS= for the service manager, refreshed periodically (see manager_status()). */
         sd_event_source *status_timer;
+        /* The guest's locks a migration found held on this host (pending, locks.c): the eventfd
+         * that says some became pending, and the 10 ms retry timer, off while none is. */
+        sd_event_source *lock_pending_io, *lock_retry_timer;
         uint64_t status_requests; /* requests counted at the last refresh */
         uint64_t status_usec;     /* CLOCK_MONOTONIC of the last refresh, 0 before the first */
         double status_rate;       /* requests/s over the last interval, < 0 while unknown */

@@ -19,6 +19,7 @@ PtStateOptions migration_options(const Config *c) {
                 .confirm_paths = c->migration_confirm_paths,
                 .verify_handles = c->migration_verify_handles,
                 .guest_error = c->migration_on_error == MIGRATION_ON_ERROR_GUEST_ERROR,
+                .lock_timeout_usec = (uint64_t) c->migration_lock_timeout_sec * 1000000,
         };
 }
 
@@ -109,6 +110,11 @@ int migration_load(void *data, const uint8_t *buf, size_t len, char *err, size_t
                 log_warning("Migration: %zu nodes and %zu handles were not found and %zu lock ranges could not be taken "
                             "again; they answer errors to the guest (--migration-on-error=guest-error), the first: %s",
                             rep.nodes_lost, rep.handles_lost, rep.locks_lost, rep.first_problem);
+        if (rep.locks_pending > 0)
+                log_warning("Migration: %zu of the guest's locks are held on this host now (by the source vufsd until "
+                            "its session ends, or by another process): pending, taken as soon as they are free, lost "
+                            "after %.1f s; the first: %s",
+                            rep.locks_pending, (double) m->opts.lock_timeout_usec / 1e6, rep.first_pending);
         m->last_bytes = len;
         m->last_usec = now_usec() - t0;
         log_info("Migration: restored %zu nodes (%zu of them outside the inode fd clock), %zu handles and %zu lock ranges "

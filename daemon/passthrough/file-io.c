@@ -357,7 +357,7 @@ int pt_release(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t 
         _cleanup_(handle_unrefp) Handle *h = NULL;
         int r;
 
-        r = handle_map_get(p->handles, fh, nodeid, 0, &h);
+        r = handle_map_get_to_release(p->handles, fh, nodeid, &h);
         if (r < 0)
                 return r;
         if (flock_unlock)

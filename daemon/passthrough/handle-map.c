@@ -102,6 +102,7 @@ static Handle *handle_alloc(HandleMap *m, Inode *inode, int fd, int flags, bool 
         pthread_mutex_init(&h->dir_lock, NULL);
         pthread_mutex_init(&h->flock_lock, NULL);
         h->flock_type = F_UNLCK;
+        h->flock_pending = F_UNLCK;
         dir_stream_init(&h->stream, dir ? &m->dir_pool : NULL);
         return h;
 }
@@ -189,12 +190,14 @@ static Handle *find_locked(HandleShard *s, uint64_t fh, uint64_t nodeid, int wan
         return h;
 }
 
-int handle_map_get(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir, Handle **ret) {
+static int get(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir, bool even_lost, Handle **ret) {
         HandleShard *s = fh_shard(m, fh);
         Handle *h;
 
         pthread_mutex_lock(&s->lock);
         h = find_locked(s, fh, nodeid, want_dir);
+        if (h && !even_lost && atomic_load(&h->lock_lost))
+                h = NULL; /* its lock was lost (locks.c): EBADF as a handle never issued */
         if (h) /* relaxed: the table's reference keeps it alive while we hold the lock */
                 atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
         pthread_mutex_unlock(&s->lock);
@@ -202,6 +205,14 @@ int handle_map_get(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir, Han
                 return -EBADF;
         *ret = h;
         return 0;
+}
+
+int handle_map_get(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir, Handle **ret) {
+        return get(m, fh, nodeid, want_dir, false, ret);
+}
+
+int handle_map_get_to_release(HandleMap *m, uint64_t fh, uint64_t nodeid, Handle **ret) {
+        return get(m, fh, nodeid, 0, true, ret);
 }
 
 void handle_unref(Handle *h) {

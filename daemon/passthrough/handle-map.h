@@ -36,6 +36,14 @@ typedef struct Handle {
          * handle record what the kernel did last; never held across a wait. */
         pthread_mutex_t flock_lock;
         _Atomic short flock_type; /* written under flock_lock, read without it */
+        /* The flock a migration could not take again yet (locks.c, "pending": the guest believes it
+         * holds it), F_UNLCK when none; under flock_lock. */
+        _Atomic short flock_pending;
+        /* A lock the guest held through this open file was lost (a pending lock past
+         * --migration-lock-timeout): every later use answers EBADF (handle_map_get()), as a handle
+         * that could not be opened again does, so the program learns it instead of writing without
+         * the lock. */
+        _Atomic bool lock_lost;
         /* In-flight users + 1 while in the map. Atomic: only finding a handle by fh takes the shard
          * lock, dropping it takes none. */
         _Atomic uint64_t refs;
@@ -61,6 +69,8 @@ int handle_map_add(HandleMap *m, Inode *inode, int fd, int flags, bool dir, uint
  * want_dir, is a directory handle or not). -EBADF otherwise: an fh never issued, released, or of
  * another inode is the same error. */
 int handle_map_get(HandleMap *m, uint64_t fh, uint64_t nodeid, int want_dir, Handle **ret);
+/* handle_map_get() of a file handle for RELEASE: also one whose lock was lost. */
+int handle_map_get_to_release(HandleMap *m, uint64_t fh, uint64_t nodeid, Handle **ret);
 void handle_unref(Handle *h);
 static inline void handle_unrefp(Handle **h) {
         if (*h)

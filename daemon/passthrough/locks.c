@@ -7,8 +7,12 @@
 /* util.h before glib.h: GLib undefines and redefines MIN/MAX compatibly, not the reverse. */
 #include "util.h"
 #include <glib.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "log.h"
 
 #include "fd-budget.h"
 #include "handle-map.h"
@@ -38,6 +42,9 @@ typedef struct PLock {
          * never across a wait (waits poll). */
         pthread_mutex_t set_lock;
         LockSet ranges;
+        /* Ranges the guest holds that a migration's load could not take again yet (pending,
+         * disjoint from ranges): retried by pending_retry() until taken or lost; under set_lock. */
+        LockSet pending;
 } PLock;
 
 static void plock_unref(PLock *l) {
@@ -49,9 +56,18 @@ static void plock_unref(PLock *l) {
         fd_budget_close(l->budget, l->fd);
         atomic_fetch_sub(l->ranges_total, (int64_t) l->ranges.n);
         lock_set_done(&l->ranges);
+        lock_set_done(&l->pending);
         pthread_mutex_destroy(&l->set_lock);
         free(l);
 }
+
+static size_t pending_retry(Passthrough *p, Inode *only);
+static uint64_t fs_lock_end(const FsLock *lk);
+static bool plock_has_pending(Inode *i, uint64_t owner);
+static int lock_wait_step(const FsCtx *c, long *delay_us);
+static bool pending_posix_conflict(Passthrough *p, Inode *i, uint64_t owner, uint64_t start, uint64_t end, short type,
+                                   LockRange *ret);
+static bool pending_flock_conflict(Passthrough *p, Handle *h, short type);
 
 static void plock_unrefp(PLock **l) {
         plock_unref(*l);
@@ -196,6 +212,8 @@ int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         _cleanup_(handle_unrefp) Handle *h = NULL;
         _cleanup_(plock_unrefp) PLock *l = NULL;
         struct flock fl;
+        LockRange pr;
+        long delay_us = 1000;
         int r;
 
         r = lock_handle(p, fh, nodeid, &h);
@@ -204,6 +222,22 @@ int pt_getlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         r = flock_from_fs(&fl, lk);
         if (r < 0)
                 return r;
+        /* The owner's own pending ranges: the kernel would report them as another's (the source
+         * vufsd still holds them), the guest knows them as its own; answered once they are taken
+         * (or lost: EBADF), as its SETLK is (own_pending()). */
+        while (pending_retry(p, h->inode) > 0 && plock_has_pending(h->inode, owner)) {
+                r = lock_wait_step(c, &delay_us);
+                if (r < 0)
+                        return r;
+        }
+        if (atomic_load(&h->lock_lost))
+                return -EBADF;
+        /* Another owner's pending range is the guest's lock as far as the guest knows: reported as
+         * held, whatever the host holds there now. */
+        if (pending_posix_conflict(p, h->inode, owner, lk->start, fs_lock_end(lk), fl.l_type, &pr)) {
+                *lk = (FsLock) { .start = pr.start, .end = pr.end, .type = (uint32_t) pr.type, .pid = 0 };
+                return 0;
+        }
         r = plock_get(p, h, owner, -1, &l);
         if (r < 0)
                 return r;
@@ -239,18 +273,21 @@ static int lock_wait_step(const FsCtx *c, long *delay_us) {
  * passthrough, as many as a saved session may carry, a request that could add one answers ENOLCK,
  * as the kernel does when it cannot allocate a lock. An unlock of a whole file always goes
  * through: it only removes. */
-static int plock_try(PLock *l, const struct flock *fl, uint64_t start, uint64_t end) {
+static int plock_try_locked(PLock *l, const struct flock *fl, uint64_t start, uint64_t end) {
         struct flock attempt = *fl;
         size_t before;
         int r;
 
-        pthread_mutex_lock(&l->set_lock);
         before = l->ranges.n;
         if (!(fl->l_type == F_UNLCK && start == 0 && end == LOCK_SET_EOF) &&
             atomic_load(l->ranges_total) + 2 > *l->ranges_max)
                 r = -ENOLCK;
         else
                 r = lock_set_reserve(&l->ranges);
+        /* An unlock by the owner drops what it covers of its pending ranges too (they are the
+         * guest's as much as the granted ones): room for the split first. */
+        if (r >= 0 && fl->l_type == F_UNLCK && l->pending.n > 0)
+                r = lock_set_reserve(&l->pending);
         if (r >= 0)
                 r = fcntl(l->fd, F_OFD_SETLK, &attempt) < 0 ? negative_errno() : 0;
         if (r >= 0) {
@@ -258,9 +295,19 @@ static int plock_try(PLock *l, const struct flock *fl, uint64_t start, uint64_t 
                 atomic_fetch_add(l->ranges_total, (int64_t) l->ranges.n - (int64_t) before);
                 /* Under set_lock: the journal sees this owner's changes in the kernel's order. */
                 journal_plock(l->nodeid, l->owner, l->fh, l->fd, l->ranges.r, l->ranges.n);
+                if (fl->l_type == F_UNLCK && l->pending.n > 0)
+                        lock_set_apply(&l->pending, start, end, F_UNLCK);
         }
-        pthread_mutex_unlock(&l->set_lock);
         return r == -EACCES ? -EAGAIN : r;
+}
+
+static int plock_try(PLock *l, const struct flock *fl, uint64_t start, uint64_t end) {
+        int r;
+
+        pthread_mutex_lock(&l->set_lock);
+        r = plock_try_locked(l, fl, start, end);
+        pthread_mutex_unlock(&l->set_lock);
+        return r;
 }
 
 /* One non-blocking flock() through h, recorded in h when granted. */
@@ -280,6 +327,270 @@ static int flock_try(Handle *h, int op, short type) {
 /* The end of lk's range as the kernel keeps it (LOCK_SET_EOF: to the end). */
 static uint64_t fs_lock_end(const FsLock *lk) {
         return lk->end >= LOCK_SET_EOF ? LOCK_SET_EOF : lk->end;
+}
+
+/* ---- pending locks ----
+ *
+ * A migration's destination takes the guest's locks again while the source vufsd may still hold
+ * them (QEMU loads the destination before the source's session ends), or another process on this
+ * host holds a conflicting one. Such a lock is pending: the load succeeds, the guest holds the lock
+ * as far as it can tell, and vufsd takes it as soon as it is free (the serving loop retries every
+ * 10 ms, and every lock request on the node retries first) until the deadline; then it is lost and
+ * the open file the guest took it through answers EBADF, as --migration-on-error=guest-error does
+ * for a lock it could not take. Meanwhile no other guest lock owner is answered as if it were free:
+ * GETLK reports it, SETLK conflicts with it. */
+
+typedef struct PendingLock {
+        Handle *h;      /* the handle the guest took it through; a reference */
+        uint64_t owner; /* POSIX: its owner (its PLock on h's inode holds the pending ranges) */
+        bool flock;     /* flock: h->flock_pending */
+} PendingLock;
+
+static void pending_free(gpointer x) {
+        PendingLock *pl = x;
+        handle_unref(pl->h);
+        free(pl);
+}
+
+static uint64_t now_usec(void) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (uint64_t) t.tv_sec * 1000000 + (uint64_t) t.tv_nsec / 1000;
+}
+
+int locks_pending_init(Passthrough *p) {
+        /* The list's lock: the serving loop's retries, each lock request's retries of its node and a
+         * migration's load (transfer thread) change the list. */
+        pthread_mutex_init(&p->pending_lock, NULL);
+        p->pending = g_ptr_array_new_with_free_func(pending_free);
+        p->pending_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        return p->pending_efd < 0 ? negative_errno() : 0;
+}
+
+void locks_pending_done(Passthrough *p) {
+        if (p->pending)
+                g_ptr_array_unref(p->pending);
+        p->pending = NULL;
+        p->pending_efd = safe_close(p->pending_efd);
+        pthread_mutex_destroy(&p->pending_lock);
+}
+
+void locks_pending_begin(Passthrough *p, uint64_t timeout_usec) {
+        pthread_mutex_lock(&p->pending_lock);
+        p->pending_deadline = now_usec() + timeout_usec;
+        pthread_mutex_unlock(&p->pending_lock);
+}
+
+int passthrough_locks_pending_fd(Passthrough *p) {
+        return p->pending_efd;
+}
+
+void passthrough_lock_counts(Passthrough *p, uint64_t *pending, uint64_t *lost) {
+        *pending = atomic_load(&p->pending_n);
+        *lost = atomic_load(&p->locks_lost_total);
+}
+
+/* Registers h's pending flock, or owner's pending ranges through h (once per pair), and wakes the
+ * serving loop. */
+static int pending_add(Passthrough *p, Handle *h, uint64_t owner, bool flock) {
+        GPtrArray *a = p->pending;
+        PendingLock *pl;
+        uint64_t one = 1;
+
+        pthread_mutex_lock(&p->pending_lock);
+        for (guint k = 0; k < a->len; k++) {
+                pl = a->pdata[k];
+                if (pl->h == h && pl->flock == flock && (flock || pl->owner == owner)) {
+                        pthread_mutex_unlock(&p->pending_lock);
+                        return 0;
+                }
+        }
+        pl = calloc(1, sizeof *pl);
+        if (!pl) {
+                pthread_mutex_unlock(&p->pending_lock);
+                return -ENOMEM;
+        }
+        atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed); /* the caller holds one */
+        *pl = (PendingLock) { .h = h, .owner = owner, .flock = flock };
+        g_ptr_array_add(a, pl);
+        atomic_store(&p->pending_n, a->len);
+        pthread_mutex_unlock(&p->pending_lock);
+        atomic_fetch_add(&p->locks_pending_total, 1);
+        (void) !write(p->pending_efd, &one, sizeof one);
+        return 0;
+}
+
+/* owner's entry on i, with a reference, or NULL: never creates one. */
+static PLock *plock_find(Inode *i, uint64_t owner) {
+        PLock *l = NULL;
+        gpointer v;
+
+        pthread_mutex_lock(&i->plock_mutex);
+        if (i->plocks && g_hash_table_lookup_extended(i->plocks, &owner, NULL, &v)) {
+                l = v;
+                atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+        }
+        pthread_mutex_unlock(&i->plock_mutex);
+        return l;
+}
+
+static void pending_lost(Passthrough *p, const PendingLock *pl, const char *what) {
+        atomic_fetch_add(&p->locks_lost_total, 1);
+        atomic_store(&pl->h->lock_lost, true);
+        log_error("Migration: the guest's %s through handle %" PRIu64 " on node %" PRIu64 " is still held by another "
+                  "open file on this host after --migration-lock-timeout: the lock is lost, and that open file answers "
+                  "EBADF from now on",
+                  what, pl->h->fh, pl->h->inode->nodeid);
+}
+
+/* One attempt at pl; true when it is settled (taken, given up by the guest, gone with its handle
+ * or owner, or lost past the deadline). Under p->pending_lock. */
+static bool pending_try(Passthrough *p, PendingLock *pl, bool past_deadline) {
+        _cleanup_(plock_unrefp) PLock *l = NULL;
+        Handle *h = pl->h;
+        bool done;
+
+        if (atomic_load(&h->released))
+                return true;
+        if (pl->flock) {
+                short t;
+
+                pthread_mutex_lock(&h->flock_lock);
+                t = atomic_load(&h->flock_pending);
+                done = t == F_UNLCK || flock(h->fd, (t == F_RDLCK ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0;
+                if (t != F_UNLCK && done)
+                        h->flock_type = t;
+                if (done || past_deadline)
+                        h->flock_pending = F_UNLCK;
+                pthread_mutex_unlock(&h->flock_lock);
+                if (!done && past_deadline)
+                        pending_lost(p, pl, t == F_RDLCK ? "shared flock" : "exclusive flock");
+                return done || past_deadline;
+        }
+        l = plock_find(h->inode, pl->owner);
+        if (!l || l->fh != h->fh)
+                return true; /* the owner's locks went (FLUSH, RELEASE): its pending ranges with them */
+        pthread_mutex_lock(&l->set_lock);
+        for (size_t k = 0; k < l->pending.n;) {
+                LockRange x = l->pending.r[k];
+                FsLock lk = { .start = x.start, .end = x.end, .type = (uint32_t) x.type };
+                struct flock fl;
+
+                if (flock_from_fs(&fl, &lk) >= 0 && plock_try_locked(l, &fl, x.start, x.end) >= 0)
+                        lock_set_apply(&l->pending, x.start, x.end, F_UNLCK); /* a whole range: no split */
+                else
+                        k++;
+        }
+        done = l->pending.n == 0;
+        if (!done && past_deadline)
+                lock_set_apply(&l->pending, 0, LOCK_SET_EOF, F_UNLCK);
+        pthread_mutex_unlock(&l->set_lock);
+        if (!done && past_deadline) {
+                /* All or none, as a lock the load could not take in guest-error mode: the owner's
+                 * granted ranges on the node go too. */
+                plock_drop_owner(p, h->inode, pl->owner);
+                pending_lost(p, pl, "POSIX lock");
+        }
+        return done || past_deadline;
+}
+
+/* Retries the pending locks (only those on node `only` unless NULL); how many are still pending. */
+static size_t pending_retry(Passthrough *p, Inode *only) {
+        GPtrArray *a = p->pending;
+        bool past;
+        size_t n;
+
+        if (atomic_load(&p->pending_n) == 0)
+                return 0;
+        pthread_mutex_lock(&p->pending_lock);
+        past = now_usec() >= p->pending_deadline;
+        for (guint k = 0; k < a->len;) {
+                PendingLock *pl = a->pdata[k];
+                if ((!only || pl->h->inode == only) && pending_try(p, pl, past))
+                        g_ptr_array_remove_index_fast(a, k);
+                else
+                        k++;
+        }
+        n = a->len;
+        atomic_store(&p->pending_n, n);
+        pthread_mutex_unlock(&p->pending_lock);
+        return n;
+}
+
+size_t passthrough_locks_retry(Passthrough *p) {
+        return pending_retry(p, NULL);
+}
+
+static bool ranges_conflict(const LockRange *x, uint64_t start, uint64_t end, short type) {
+        return x->start <= end && start <= x->end && (x->type == F_WRLCK || type == F_WRLCK);
+}
+
+/* Whether another owner than owner has a pending range on i that conflicts with [start, end] of
+ * type (the first in *ret). */
+static bool pending_posix_conflict(Passthrough *p, Inode *i, uint64_t owner, uint64_t start, uint64_t end, short type,
+                                   LockRange *ret) {
+        g_autoptr(GPtrArray) all = NULL;
+        GHashTableIter it;
+        gpointer v;
+        bool found = false;
+
+        if (atomic_load(&p->pending_n) == 0)
+                return false;
+        all = g_ptr_array_new_with_free_func(plock_unref_void);
+        pthread_mutex_lock(&i->plock_mutex);
+        if (i->plocks) {
+                g_hash_table_iter_init(&it, i->plocks);
+                while (g_hash_table_iter_next(&it, NULL, &v))
+                        if (((PLock *) v)->owner != owner) {
+                                atomic_fetch_add_explicit(&((PLock *) v)->refs, 1, memory_order_relaxed);
+                                g_ptr_array_add(all, v);
+                        }
+        }
+        pthread_mutex_unlock(&i->plock_mutex);
+        for (guint k = 0; k < all->len && !found; k++) {
+                PLock *l = all->pdata[k];
+                pthread_mutex_lock(&l->set_lock);
+                for (size_t j = 0; j < l->pending.n && !found; j++)
+                        if (ranges_conflict(&l->pending.r[j], start, end, type)) {
+                                *ret = l->pending.r[j];
+                                found = true;
+                        }
+                pthread_mutex_unlock(&l->set_lock);
+        }
+        return found;
+}
+
+/* Whether another open file of h's node has a pending flock that conflicts with type. */
+static bool pending_flock_conflict(Passthrough *p, Handle *h, short type) {
+        GPtrArray *a = p->pending;
+        bool found = false;
+
+        if (atomic_load(&p->pending_n) == 0)
+                return false;
+        pthread_mutex_lock(&p->pending_lock);
+        for (guint k = 0; k < a->len && !found; k++) {
+                PendingLock *pl = a->pdata[k];
+                short t;
+                if (!pl->flock || pl->h == h || pl->h->inode != h->inode)
+                        continue;
+                t = atomic_load(&pl->h->flock_pending);
+                found = t != F_UNLCK && (t == F_WRLCK || type == F_WRLCK);
+        }
+        pthread_mutex_unlock(&p->pending_lock);
+        return found;
+}
+
+/* Whether owner still has pending ranges on i. */
+static bool plock_has_pending(Inode *i, uint64_t owner) {
+        _cleanup_(plock_unrefp) PLock *l = plock_find(i, owner);
+        bool r = false;
+
+        if (l) {
+                pthread_mutex_lock(&l->set_lock);
+                r = l->pending.n > 0;
+                pthread_mutex_unlock(&l->set_lock);
+        }
+        return r;
 }
 
 int plock_foreach(Inode *i, int (*fn)(uint64_t owner, uint64_t fh, int fd, const LockRange *r, size_t n, void *ud),
@@ -302,13 +613,20 @@ int plock_foreach(Inode *i, int (*fn)(uint64_t owner, uint64_t fh, int fd, const
                 PLock *l = all->pdata[k];
                 pthread_mutex_lock(&l->set_lock);
                 r = fn(l->owner, l->fh, l->fd, l->ranges.r, l->ranges.n, ud);
+                /* Pending ranges are the guest's too: a session saved meanwhile carries them (the
+                 * OFD with the first record of the owner, whichever set it is in). */
+                if (r >= 0 && l->pending.n > 0)
+                        r = fn(l->owner, l->fh, l->ranges.n > 0 ? -1 : l->fd, l->pending.r, l->pending.n, ud);
                 pthread_mutex_unlock(&l->set_lock);
         }
         return r;
 }
 
 short handle_flock_type(Handle *h) {
-        return atomic_load(&h->flock_type);
+        short pending = atomic_load(&h->flock_pending);
+
+        /* A pending flock is the guest's as far as it knows: saved as held. */
+        return pending != F_UNLCK ? pending : atomic_load(&h->flock_type);
 }
 
 int plock_restore(Passthrough *p, Handle *h, uint64_t owner, int fd, uint64_t start, uint64_t end, short type) {
@@ -325,11 +643,41 @@ int plock_restore(Passthrough *p, Handle *h, uint64_t owner, int fd, uint64_t st
         r = plock_get(p, h, owner, fd, &l);
         if (r < 0)
                 return r;
-        return plock_try(l, &fl, start, fs_lock_end(&lk));
+        r = plock_try(l, &fl, start, fs_lock_end(&lk));
+        if (r != -EAGAIN)
+                return r;
+        /* Held elsewhere on this host (the source vufsd, until its session ends): pending. */
+        pthread_mutex_lock(&l->set_lock);
+        r = lock_set_reserve(&l->pending);
+        if (r >= 0)
+                lock_set_apply(&l->pending, start, fs_lock_end(&lk), type);
+        pthread_mutex_unlock(&l->set_lock);
+        if (r >= 0)
+                r = pending_add(p, h, owner, false);
+        return r < 0 ? r : 1;
 }
 
-int flock_restore(Handle *h, short type) {
-        return flock_try(h, (type == F_RDLCK ? LOCK_SH : LOCK_EX) | LOCK_NB, type);
+int flock_restore(Passthrough *p, Handle *h, short type) {
+        int r = flock_try(h, (type == F_RDLCK ? LOCK_SH : LOCK_EX) | LOCK_NB, type);
+
+        if (r != -EWOULDBLOCK)
+                return r;
+        atomic_store(&h->flock_pending, type); /* the rings are stopped: no request races this */
+        r = pending_add(p, h, 0, true);
+        return r < 0 ? r : 1;
+}
+
+/* Whether the guest's request must wait for a pending lock to settle first: a lock (not an unlock)
+ * by the owner of pending ranges on the node, or through the open file of a pending flock. The
+ * guest believes it holds those; its new request changes them, and the kernel must hold them for
+ * the outcome to be what the guest expects. The wait is bounded by the deadline (then the lock is
+ * lost and the request answers EBADF). */
+static bool own_pending(Handle *h, uint64_t owner, const FsLock *lk, bool is_flock) {
+        if (lk->type == F_UNLCK)
+                return false;
+        if (is_flock)
+                return atomic_load(&h->flock_pending) != F_UNLCK;
+        return plock_has_pending(h->inode, owner);
 }
 
 int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t owner, const FsLock *lk, bool is_flock,
@@ -337,12 +685,22 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         Passthrough *p = fs;
         _cleanup_(handle_unrefp) Handle *h = NULL;
         struct flock fl;
+        LockRange pr;
         long delay_us = 1000;
         int r;
 
         r = lock_handle(p, fh, nodeid, &h);
         if (r < 0)
                 return r;
+        /* Pending locks of this node first: a lock request neither overtakes them nor waits on
+         * them longer than it must. */
+        while (pending_retry(p, h->inode) > 0 && own_pending(h, owner, lk, is_flock)) {
+                r = lock_wait_step(c, &delay_us);
+                if (r < 0)
+                        return r;
+        }
+        if (atomic_load(&h->lock_lost))
+                return -EBADF;
         if (is_flock) {
                 int op;
 
@@ -354,12 +712,21 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
                         op = LOCK_UN;
                 else
                         return -EINVAL;
+                if (lk->type == F_UNLCK) { /* the guest gives up its pending flock too */
+                        pthread_mutex_lock(&h->flock_lock);
+                        h->flock_pending = F_UNLCK;
+                        pthread_mutex_unlock(&h->flock_lock);
+                }
                 /* flock() belongs to the open file, which is the guest's fh. */
                 for (;;) {
                         /* A wait through a handle the guest released is answered, not kept. */
                         if (atomic_load(&h->released))
                                 return -EBADF;
-                        r = flock_try(h, op, (short) lk->type);
+                        /* Another open file's pending flock is the guest's: it conflicts. */
+                        if (lk->type != F_UNLCK && pending_flock_conflict(p, h, (short) lk->type))
+                                r = -EWOULDBLOCK;
+                        else
+                                r = flock_try(h, op, (short) lk->type);
                         if (r >= 0)
                                 return 0;
                         if (r != -EWOULDBLOCK || !wait)
@@ -367,6 +734,7 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
                         r = lock_wait_step(c, &delay_us);
                         if (r < 0)
                                 return r;
+                        pending_retry(p, h->inode);
                 }
         }
         r = flock_from_fs(&fl, lk);
@@ -375,15 +743,21 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
         for (;;) {
                 PLock *l = NULL;
 
-                /* The owner's entry afresh for every attempt: FLUSH of this owner on another queue
-                 * may drop it meanwhile (its POSIX locks go, its wait goes on with a new one), and
-                 * RELEASE of h ends the wait (EBADF). The reference keeps the fd open during the
-                 * attempt, so its number never names another file. */
-                r = plock_get(p, h, owner, -1, &l);
-                if (r < 0)
-                        return r;
-                r = plock_try(l, &fl, lk->start, fs_lock_end(lk));
-                plock_unref(l);
+                /* Another owner's pending range is the guest's lock: it conflicts as a granted one. */
+                if (lk->type != F_UNLCK &&
+                    pending_posix_conflict(p, h->inode, owner, lk->start, fs_lock_end(lk), fl.l_type, &pr))
+                        r = -EAGAIN;
+                else {
+                        /* The owner's entry afresh for every attempt: FLUSH of this owner on another
+                         * queue may drop it meanwhile (its POSIX locks go, its wait goes on with a new
+                         * one), and RELEASE of h ends the wait (EBADF). The reference keeps the fd
+                         * open during the attempt, so its number never names another file. */
+                        r = plock_get(p, h, owner, -1, &l);
+                        if (r < 0)
+                                return r;
+                        r = plock_try(l, &fl, lk->start, fs_lock_end(lk));
+                        plock_unref(l);
+                }
                 if (r == 0)
                         return 0;
                 if (r != -EAGAIN || !wait)
@@ -391,5 +765,6 @@ int pt_setlk(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t ow
                 r = lock_wait_step(c, &delay_us);
                 if (r < 0)
                         return r;
+                pending_retry(p, h->inode);
         }
 }

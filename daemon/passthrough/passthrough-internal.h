@@ -20,6 +20,18 @@ struct Passthrough {
         /* POSIX lock ranges every guest lock owner holds (locks.c), bounded by LOCK_RANGES_MAX. */
         _Atomic int64_t lock_ranges;
         int64_t lock_ranges_max;
+        /* The guest's locks a migration's load found held on this host (locks.c, "pending"): retried
+         * until taken or pending_deadline (CLOCK_MONOTONIC µs) passes. pending_lock guards the list
+         * (PendingLock *, a GPtrArray) and the deadline; it is taken before an owner's set_lock, a
+         * handle's flock_lock or an inode's plock_mutex, never after. pending_n is the list's length,
+         * read without the lock (the fast path of every lock request). pending_efd (an eventfd) wakes
+         * the serving loop, which retries every 10 ms while any is pending. */
+        pthread_mutex_t pending_lock;
+        void *pending;
+        _Atomic size_t pending_n;
+        uint64_t pending_deadline;
+        int pending_efd;
+        _Atomic uint64_t locks_pending_total, locks_lost_total; /* since start, for the log and stats */
         InodeMap *inodes;
         HandleMap *handles;
         int proc_self_fd; /* /proc/self/fd: re-opening O_PATH handles without following links */

@@ -30,13 +30,18 @@ typedef struct PtStateOptions {
          * a node or handle not found is left out (unknown: ESTALE and EBADF, so that the guest
          * looks it up again) rather than kept answering EIO. */
         bool same_host;
+        /* --migration-lock-timeout: how long a lock the load finds held on this host (pending) is
+         * retried before it is lost (locks.c). */
+        uint64_t lock_timeout_usec;
 } PtStateOptions;
 
 typedef struct PtStateReport {
         size_t nodes, handles;            /* saved, or restored */
         size_t nodes_lost, handles_lost;  /* without a way to find them (save), or not found (load) */
         size_t locks;                     /* lock ranges saved, or taken again */
-        size_t locks_lost;                /* load, guest-error: not taken again (a conflict on this host) */
+        size_t locks_lost;                /* load, guest-error: not taken again (an error other than a conflict) */
+        size_t locks_pending;             /* load: held on this host now, retried (pending) */
+        char first_pending[192];          /* the first of them */
         size_t nodes_unnamed;             /* load: restored nodes with no parent node and name, outside the clock */
         char first_problem[256];          /* the first node or handle that was lost, and why */
 } PtStateReport;
@@ -72,9 +77,10 @@ int passthrough_state_save_fds(Passthrough *p, const PtStateOptions *o, SessionS
  * fd_slot takes fds[slot] (set to -1 in the array) instead of locating the file. Restored nodes
  * whose path's directory is the root or another restored node get it as their parent and name and
  * join the clock of cached inode fds; the rest keep their fd (rep->nodes_unnamed). Anything not
- * found, and a lock that conflicts with one held on this host (-EAGAIN), fails the load (with the
- * reason in rep->first_problem) unless o->guest_error: then a lost lock's owner holds nothing on
- * that node and the handle it was taken through answers EBADF. On failure the caller resets the
- * session. */
+ * found fails the load (with the reason in rep->first_problem) unless o->guest_error. A lock that
+ * conflicts with one held on this host (the source vufsd's own, until its session ends) does not:
+ * it is pending (rep->locks_pending), retried until o->lock_timeout_usec from now, then lost (its
+ * owner holds nothing on that node and the handle it was taken through answers EBADF). On failure
+ * the caller resets the session. */
 int passthrough_state_load(Passthrough *p, const PtStateOptions *o, const SessionState *s, int *fds, size_t n_fds,
                            PtStateReport *rep);

@@ -18,6 +18,7 @@
 #include "fd-budget.h"
 #include "file-handle.h"
 #include "file-io.h"
+#include "locks.h"
 #include "handle-map.h"
 #include "inode-fd.h"
 #include "inode-map.h"
@@ -138,6 +139,9 @@ int passthrough_new(Passthrough **ret, const FsOptions *opts) {
                 return -ENOMEM;
         p->proc_self_fd = -1;
         p->unknown_node_error = -EBADF;
+        r = locks_pending_init(p);
+        if (r < 0)
+                return r;
         mount_fds_init(&p->mounts, &p->budget, MOUNT_CHECK_START_LIST, false, NULL, 0, false);
         p->opts = *opts;
         p->shared_dir = strdup(opts->shared_dir);
@@ -188,6 +192,7 @@ int passthrough_new(Passthrough **ret, const FsOptions *opts) {
 Passthrough *passthrough_free(Passthrough *p) {
         if (!p)
                 return NULL;
+        locks_pending_done(p); /* its entries hold references on handles */
         /* Handles first: they hold references on inodes. */
         handle_map_free(p->handles);
         inode_map_free(p->inodes);

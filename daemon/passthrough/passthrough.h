@@ -33,6 +33,16 @@ uint64_t passthrough_max_nodes(Passthrough *p);
 /* The bound on the POSIX lock ranges guest owners may hold together (LOCK_RANGES_MAX); smaller in
  * tests, which cannot make a million ranges quickly. */
 void passthrough_set_lock_ranges_max(Passthrough *p, int64_t max);
+
+/* The guest's locks a migration's load found held on this host ("pending", locks.c,
+ * docs/migration.md): an fd (eventfd) that becomes readable when locks become pending, for the
+ * serving loop to start retrying; and one retry of every pending lock (each taken, or lost once
+ * --migration-lock-timeout passed), returning how many are still pending: the loop retries every
+ * 10 ms while that is not 0. */
+int passthrough_locks_pending_fd(Passthrough *p);
+size_t passthrough_locks_retry(Passthrough *p);
+/* Locks pending now, and lost since start. */
+void passthrough_lock_counts(Passthrough *p, uint64_t *pending, uint64_t *lost);
 /* --max-inode-fds in force (option or default), and the node fds in its clock now. */
 uint64_t passthrough_max_inode_fds(Passthrough *p);
 uint64_t passthrough_inode_fds(Passthrough *p);

@@ -289,19 +289,25 @@ static int load_lock(LoadCtx *c, const StateLock *l) {
                 return 0;
         }
         if (l->kind == STATE_LOCK_FLOCK)
-                r = flock_restore(h, type);
+                r = flock_restore(c->p, h, type);
         else
                 r = plock_restore(c->p, h, l->owner, fd, l->start, l->end, type);
+        if (r == 1) {
+                /* Held on this host now (by the source vufsd until its session ends, or another
+                 * process): pending, taken once free (locks.c), lost past the deadline. */
+                c->rep->locks_pending++;
+                if (!c->rep->first_pending[0])
+                        snprintf(c->rep->first_pending, sizeof c->rep->first_pending,
+                                 "node %" PRIu64 ": the guest's %s on [%" PRIu64 ", %" PRIu64 "] through handle %" PRIu64,
+                                 l->node, lock_what(l), l->start, l->end, l->fh);
+                return 0;
+        }
         if (r >= 0) {
                 c->rep->locks++;
                 return 0;
         }
-        if (r == -EAGAIN)
-                problem(c->rep, r, "node %" PRIu64 ": the guest's %s on [%" PRIu64 ", %" PRIu64 "] through handle %" PRIu64
-                        " conflicts with a lock held on this host", l->node, lock_what(l), l->start, l->end, l->fh);
-        else
-                problem(c->rep, r, "node %" PRIu64 ": the guest's %s through handle %" PRIu64 ": %s", l->node, lock_what(l),
-                        l->fh, strerror(-r));
+        problem(c->rep, r, "node %" PRIu64 ": the guest's %s through handle %" PRIu64 ": %s", l->node, lock_what(l), l->fh,
+                strerror(-r));
         if (!c->o->guest_error || r == -ENOMEM || r == -ENFILE)
                 return r;
         /* The guest believes it holds the lock: the open file it took it through answers EBADF from
@@ -358,6 +364,8 @@ int passthrough_state_load(Passthrough *p, const PtStateOptions *o, const Sessio
                 if (r < 0)
                         return r;
         }
+        /* Locks held elsewhere on this host become pending until the deadline. */
+        locks_pending_begin(p, o->lock_timeout_usec);
         for (size_t k = 0; k < session_state_lock_count(s); k++) {
                 r = load_lock(&c, session_state_lock(s, k));
                 if (r < 0)

@@ -489,6 +489,8 @@ START_TEST(test_properties) {
         ck_assert_msg(has_privileged, "Options lacks privileged_files=map");
         ck_assert_msg(has_max_inode_fds, "Options lacks max_inode_fds=77");
         ck_assert_uint_eq(get_number("InodeFdsMax", 't'), 77);
+        ck_assert_uint_eq(get_number("LocksPending", 't'), 0); /* no migration: none */
+        ck_assert_uint_eq(get_number("LocksLost", 't'), 0);
         ck_assert_uint_eq(get_number("InodeFdsCached", 't'), 0); /* the root keeps its fd outside the clock */
 
         /* Read-only: Set is refused. */
@@ -593,7 +595,7 @@ START_TEST(test_introspection) {
         for (unsigned i = 0; li->properties && li->properties[i]; i++)
                 ck_assert_msg(g_dbus_interface_info_lookup_property(ri, li->properties[i]->name),
                               "property %s is in the daemon but not in the XML", li->properties[i]->name);
-        ck_assert_uint_eq(n, 29);
+        ck_assert_uint_eq(n, 31);
 
         /* Signals: none of its own (PropertiesChanged belongs to org.freedesktop.DBus.Properties). */
         ck_assert(!(li->signals && li->signals[0]));

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -545,21 +547,66 @@ static void check_unlock(Vm *v, FeHarness *h, const LockLoad *l) {
         ck_assert(host_flock_free(h, "ro.txt"));
 }
 
+/* When the destination loads, relative to who holds what on the host. */
+typedef enum LockCase {
+        LOCKS_SOURCE_GONE,    /* the source's session ended before the load */
+        LOCKS_SOURCE_HOLDS,   /* the source still connected (one host, as QEMU does it): its locks are held */
+        LOCKS_HOST_RELEASES,  /* a host process holds [10, 14] of data.bin and lets go 300 ms after the load */
+        LOCKS_HOST_KEEPS,     /* ... and never lets go */
+        LOCKS_UNLOCK_PENDING, /* ... and the guest's owner unlocks while its lock is pending */
+} LockCase;
+
+/* Waits until the source vufsd has exited (its frontend left), then a little for the destination's
+ * retries (every 10 ms). */
+static void wait_source_exit(FeHarness *src) {
+        for (int k = 0; k < 500 && fe_backend_alive(src->backend); k++)
+                usleep(10000);
+        ck_assert(!fe_backend_alive(src->backend));
+        usleep(100000);
+}
+
+static uint64_t now_ms(void) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (uint64_t) t.tv_sec * 1000 + (uint64_t) t.tv_nsec / 1000000;
+}
+
+/* A host process letting go of its lock 300 ms after the load: closes *fd. */
+static void *release_later(void *fd) {
+        usleep(300000);
+        close(*(int *) fd);
+        return NULL;
+}
+
+/* The guest's POSIX lock on [0, 99] is pending: another guest owner is answered as if it were held
+ * (the host holds only [10, 14] of it), and cannot take any of it. */
+static void check_pending(Vm *v, const LockLoad *l) {
+        struct fuse_file_lock got;
+
+        ck_assert_int_eq(fe_fuse_getlk(v->c, l->data, l->fh_ofd, OWNER_OTHER, F_WRLCK, 0, 5, &got), 0);
+        ck_assert_uint_eq(got.type, F_WRLCK);
+        ck_assert_uint_eq(got.start, 0);
+        ck_assert_uint_eq(got.end, 99);
+        ck_assert_int_eq(fe_fuse_setlk(v->c, l->data, l->fh_ofd, OWNER_OTHER, false, F_WRLCK, 0, 5), -EAGAIN);
+}
+
 /* The locks the guest holds on the source are held on the destination: the guest's own lock
- * owners still own them, other owners and host processes see them, and they unlock. With a host
- * process holding a conflicting lock on the destination at load time: abort fails the load;
- * guest-error goes on, the open file the lost lock was taken through answers EBADF and the rest
- * is held. */
-static void migrate_locks(const char *on_error, bool host_conflict) {
-        const char *dst_args[] = { on_error, NULL };
+ * owners still own them, other owners and host processes see them, and they unlock. A lock that
+ * conflicts at load time (the source's own, still held; a host process's) is pending: the load
+ * succeeds whatever --migration-on-error says, the destination takes it as soon as it is free, and
+ * past --migration-lock-timeout the lock is lost: the open file it was taken through answers EBADF,
+ * the rest is held. */
+static void migrate_locks(const char *on_error, LockCase lc) {
+        bool host_conflict = lc >= LOCKS_HOST_RELEASES;
+        const char *dst_args[] = { on_error, host_conflict ? "--migration-lock-timeout=1" : NULL, NULL };
         _cleanup_(fe_harness_freep) FeHarness *src = NULL, *dst = NULL;
         _cleanup_free_ uint8_t *state = NULL;
         _cleanup_free_ char *path = NULL;
         struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 10, .l_len = 5 };
+        struct fuse_file_lock got;
         uint8_t buf[16];
         LockLoad l = {};
         Vm s = {}, d = {};
-        uint64_t check;
         size_t len;
         int host_fd = -1;
 
@@ -567,27 +614,59 @@ static void migrate_locks(const char *on_error, bool host_conflict) {
         vm_boot(src, &s);
         take_locks(&s, src, &l);
         stop_and_save(&s, &state, &len);
-        vm_done(&s);
-        wait_source_gone(src);
+        if (lc != LOCKS_SOURCE_HOLDS) {
+                vm_done(&s);
+                wait_source_gone(src);
+        }
         if (host_conflict) {
                 path = in_share(src, "data.bin");
                 host_fd = open(path, O_RDWR | O_CLOEXEC);
                 ck_assert_int_ge(host_fd, 0);
                 ck_assert_int_eq(fcntl(host_fd, F_OFD_SETLK, &fl), 0);
         }
-        check = vm_incoming(dst, &d, state, len);
-        if (host_conflict && strstr(on_error, "abort")) {
-                ck_assert_uint_ne(check, 0);
-                /* Nothing half-restored: the flock and the OFD lock taken before the conflict
-                 * are gone with the session, and a new session works. */
-                ck_assert_int_eq(host_probe(src, "data.bin", 200, 100), F_UNLCK);
-                ck_assert(host_flock_free(src, "ro.txt"));
-                ck_assert_int_eq(fe_fuse_init(d.c), 0);
-                ck_assert_int_eq(fe_fuse_roundtrip(d.c, "after-lock-conflict", 4096, 5), 0);
-        } else if (host_conflict) {
-                ck_assert_uint_eq(check, 0);
-                check_locks_held(&d, src, &l, false);
+        ck_assert_uint_eq(vm_incoming(dst, &d, state, len), 0);
+        switch (lc) {
+        case LOCKS_SOURCE_GONE:
+                check_locks_held(&d, src, &l, true);
+                ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_posix, 0, buf, 4), 4);
+                check_unlock(&d, src, &l);
+                break;
+        case LOCKS_SOURCE_HOLDS:
+                /* The destination serves while the source holds the guest's locks. */
+                ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_ofd, 0, buf, 4), 4);
+                ck_assert_int_eq(fe_fuse_getlk(d.c, l.data, l.fh_ofd, OWNER_OTHER, F_WRLCK, 0, 5, &got), 0);
+                ck_assert_uint_eq(got.type, F_WRLCK);
+                vm_done(&s); /* QEMU's source quits after the migration */
+                wait_source_exit(src);
+                check_locks_held(&d, src, &l, true); /* now the destination's own */
+                ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_posix, 0, buf, 4), 4);
+                check_unlock(&d, src, &l);
+                break;
+        case LOCKS_HOST_RELEASES: {
+                pthread_t t;
+                uint64_t t0 = now_ms();
+                ck_assert_int_eq(pthread_create(&t, NULL, release_later, &host_fd), 0);
+                check_pending(&d, &l);
+                /* The owner's own GETLK waits until its lock is taken (the host process lets go
+                 * 300 ms after the load), then finds nothing in its way: the lock is its own. */
+                ck_assert_int_eq(fe_fuse_getlk(d.c, l.data, l.fh_posix, OWNER_POSIX, F_WRLCK, 0, 99, &got), 0);
+                ck_assert_uint_eq(got.type, F_UNLCK);
+                ck_assert_uint_ge(now_ms() - t0, 250);
+                ck_assert_int_eq(pthread_join(t, NULL), 0);
+                host_fd = -1;
+                usleep(1000000); /* past the timeout */
+                ck_assert_int_eq(host_probe(src, "data.bin", 0, 100), F_WRLCK); /* only the destination can hold it */
+                check_locks_held(&d, src, &l, true);
+                ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_posix, 0, buf, 4), 4);
+                check_unlock(&d, src, &l);
+                break;
+        }
+        case LOCKS_HOST_KEEPS:
+                check_pending(&d, &l);
+                usleep(1300000); /* past the timeout: lost */
                 ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_posix, 0, buf, 4), -EBADF);
+                check_locks_held(&d, src, &l, false);
+                ck_assert_int_eq(host_probe(src, "data.bin", 0, 10), F_UNLCK);
                 ck_assert_int_eq(fe_fuse_release(d.c, l.data, l.fh_posix, false), 0);
                 ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_ofd, 0, buf, 4), 4);
                 close(host_fd);
@@ -596,31 +675,60 @@ static void migrate_locks(const char *on_error, bool host_conflict) {
                 ck_assert_int_eq(fe_fuse_setlk(d.c, l.ro, l.fh_flock, OWNER_FLOCK, true, F_UNLCK, 0, LK_EOF), 0);
                 ck_assert_int_eq(host_probe(src, "data.bin", 0, 0), F_UNLCK);
                 ck_assert(host_flock_free(src, "ro.txt"));
-        } else {
-                ck_assert_uint_eq(check, 0);
-                check_locks_held(&d, src, &l, true);
+                break;
+        case LOCKS_UNLOCK_PENDING:
+                check_pending(&d, &l);
+                /* The owner unlocks what it believes it holds: the pending range is dropped, the
+                 * host's lock is all another owner sees. */
+                ck_assert_int_eq(fe_fuse_setlk(d.c, l.data, l.fh_posix, OWNER_POSIX, false, F_UNLCK, 0, LK_EOF), 0);
+                ck_assert_int_eq(fe_fuse_getlk(d.c, l.data, l.fh_ofd, OWNER_OTHER, F_WRLCK, 0, 99, &got), 0);
+                ck_assert_uint_eq(got.type, F_WRLCK);
+                ck_assert_uint_eq(got.start, 10);
+                ck_assert_uint_eq(got.end, 14);
+                close(host_fd);
+                host_fd = -1;
+                usleep(1300000); /* past the timeout: nothing was left to lose */
                 ck_assert_int_eq(fe_fuse_read(d.c, l.data, l.fh_posix, 0, buf, 4), 4);
+                ck_assert_int_eq(host_probe(src, "data.bin", 0, 100), F_UNLCK);
+                ck_assert_int_eq(fe_fuse_setlk(d.c, l.data, l.fh_posix, OWNER_POSIX, false, F_WRLCK, 0, 9), 0);
                 check_unlock(&d, src, &l);
+                break;
         }
         if (host_fd >= 0)
                 close(host_fd);
         ck_assert_uint_eq(d.c->proto_errors, 0);
         ck_assert(fe_backend_alive(dst->backend));
         vm_done(&d);
+        vm_done(&s);
 }
 
 START_TEST(test_locks_carried) {
-        migrate_locks("--migration-on-error=abort", false);
+        migrate_locks("--migration-on-error=abort", LOCKS_SOURCE_GONE);
 }
 END_TEST
 
-START_TEST(test_lock_conflict_abort) {
-        migrate_locks("--migration-on-error=abort", true);
+START_TEST(test_locks_source_still_holds) {
+        migrate_locks("--migration-on-error=abort", LOCKS_SOURCE_HOLDS);
 }
 END_TEST
 
-START_TEST(test_lock_conflict_guest_error) {
-        migrate_locks("--migration-on-error=guest-error", true);
+START_TEST(test_lock_pending_released) {
+        migrate_locks("--migration-on-error=abort", LOCKS_HOST_RELEASES);
+}
+END_TEST
+
+START_TEST(test_lock_pending_lost_abort) {
+        migrate_locks("--migration-on-error=abort", LOCKS_HOST_KEEPS);
+}
+END_TEST
+
+START_TEST(test_lock_pending_lost_guest_error) {
+        migrate_locks("--migration-on-error=guest-error", LOCKS_HOST_KEEPS);
+}
+END_TEST
+
+START_TEST(test_lock_pending_unlocked) {
+        migrate_locks("--migration-on-error=abort", LOCKS_UNLOCK_PENDING);
 }
 END_TEST
 
@@ -851,8 +959,11 @@ static Suite *migration_suite(void) {
         else
                 fprintf(stderr, "SKIP test_damaged_by_handle: needs root\n");
         tcase_add_test(tc, test_locks_carried);
-        tcase_add_test(tc, test_lock_conflict_abort);
-        tcase_add_test(tc, test_lock_conflict_guest_error);
+        tcase_add_test(tc, test_locks_source_still_holds);
+        tcase_add_test(tc, test_lock_pending_released);
+        tcase_add_test(tc, test_lock_pending_lost_abort);
+        tcase_add_test(tc, test_lock_pending_lost_guest_error);
+        tcase_add_test(tc, test_lock_pending_unlocked);
         tcase_add_test(tc, test_unmounted_guest);
         tcase_add_test(tc, test_hostile_streams);
         tcase_add_test(tc, test_refused_and_abandoned);

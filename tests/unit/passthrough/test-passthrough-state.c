@@ -203,6 +203,21 @@ static bool host_flock_free(const char *rel) {
         return test_host_flock_free(path);
 }
 
+/* A share whose file name (content: name) the guest opened read-write as *fh and locked: owner
+ * 0x77 write-locks [0, 99], owner 0x88 flocks it (flock_type). */
+static Passthrough *share_with_locks(const char *name, short flock_type, FsEntry *f, uint64_t *fh) {
+        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK }, fl = { .start = 0, .end = INT64_MAX, .type = flock_type };
+        Passthrough *a;
+
+        put(name, name);
+        a = open_share();
+        ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, name, f), 0);
+        ck_assert_int_eq(ops->open(a, &root_ctx, f->nodeid, O_RDWR, false, fh), 0);
+        ck_assert_int_eq(ops->setlk(a, &root_ctx, f->nodeid, *fh, 0x77, &w, false, false), 0);
+        ck_assert_int_eq(ops->setlk(a, &root_ctx, f->nodeid, *fh, 0x88, &fl, true, false), 0);
+        return a;
+}
+
 /* A hand-over carries the guest's locks in the open file descriptions themselves: the POSIX lock
  * owner's OFD and the handle's file go beside the stream, so the locks stay held while the source
  * ends and the receiver has nothing to take again (taking them on a new OFD would conflict with
@@ -213,19 +228,14 @@ START_TEST(test_hand_over_locks) {
         PtStateOptions o = {};
         PtStateFds fds = {};
         PtStateReport rep;
-        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK }, fl = { .start = 0, .end = INT64_MAX, .type = F_RDLCK };
+        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK };
         FsLock probe = { .start = 0, .end = 99, .type = F_WRLCK };
         FsLock un = { .start = 0, .end = INT64_MAX, .type = F_UNLCK };
         FsEntry f;
         uint64_t fh;
         const StateLock *l;
 
-        put("locked", "locked data");
-        a = open_share();
-        ck_assert_int_eq(ops->lookup(a, &root_ctx, 1, "locked", &f), 0);
-        ck_assert_int_eq(ops->open(a, &root_ctx, f.nodeid, O_RDWR, false, &fh), 0);
-        ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x77, &w, false, false), 0);
-        ck_assert_int_eq(ops->setlk(a, &root_ctx, f.nodeid, fh, 0x88, &fl, true, false), 0);
+        a = share_with_locks("locked", F_RDLCK, &f, &fh);
         s = save_hand_over(a, &fds, &rep);
         ck_assert_uint_eq(rep.locks, 2);
         ck_assert_uint_eq(fds.n, 3); /* the node's O_PATH fd, the open file, the lock owner's OFD */
@@ -248,6 +258,8 @@ START_TEST(test_hand_over_locks) {
         b = open_share();
         ck_assert_int_eq(passthrough_state_load(b, &o, s, fds.fds, fds.n, &rep), 0);
         ck_assert_uint_eq(rep.locks, 2);
+        ck_assert_uint_eq(rep.locks_pending, 0); /* held all along: nothing to wait for */
+        ck_assert_uint_eq(passthrough_locks_retry(b), 0);
         ck_assert_int_eq(host_probe("locked", 0, 100), F_WRLCK);
         ck_assert_int_eq(ops->getlk(b, &root_ctx, f.nodeid, fh, 0x99, &probe), 0);
         ck_assert_uint_eq(probe.type, F_WRLCK);
@@ -261,6 +273,72 @@ START_TEST(test_hand_over_locks) {
         ck_assert_int_eq(host_probe("locked", 0, 0), F_UNLCK);
         ck_assert(host_flock_free("locked"));
         passthrough_state_fds_done(&fds);
+}
+END_TEST
+
+/* A migration's load while the source still holds the guest's locks (one host): they are pending,
+ * the load succeeds, and the first retry after the source is gone takes them; a session saved
+ * meanwhile carries them as the guest's. With a deadline already past, a retry loses them. */
+static void load_while_source_holds(bool past_deadline) {
+        _cleanup_(passthrough_freep) Passthrough *a = NULL, *b = NULL;
+        _cleanup_(session_state_freep) SessionState *s = NULL, *again = NULL;
+        PtStateOptions o = { .lock_timeout_usec = past_deadline ? 0 : 60 * 1000000ull };
+        StateSession ss = {};
+        PtStateReport rep;
+        FsLock w = { .start = 0, .end = 99, .type = F_WRLCK };
+        FsLock probe = { .start = 50, .end = 50, .type = F_RDLCK };
+        uint64_t fh, pending, lost;
+        FsEntry f;
+
+        a = share_with_locks("held", F_WRLCK, &f, &fh);
+        ck_assert_int_eq(session_state_new(&s), 0);
+        session_state_set_session(s, &ss);
+        ck_assert_int_eq(passthrough_state_save(a, &o, s, &rep), 0);
+
+        b = open_share();
+        ck_assert_int_eq(passthrough_state_load(b, &o, s, NULL, 0, &rep), 0);
+        ck_assert_uint_eq(rep.locks, 0);
+        ck_assert_uint_eq(rep.locks_pending, 2);
+        passthrough_lock_counts(b, &pending, &lost);
+        ck_assert_uint_eq(pending, 2);
+        if (past_deadline) {
+                /* Lost at the first retry: the open file they were taken through answers EBADF. */
+                ck_assert_uint_eq(passthrough_locks_retry(b), 0);
+                passthrough_lock_counts(b, &pending, &lost);
+                ck_assert_uint_eq(lost, 2);
+                ck_assert_int_eq(ops->setlk(b, &root_ctx, f.nodeid, fh, 0x77, &w, false, false), -EBADF);
+                a = passthrough_free(a);
+                ck_assert_int_eq(host_probe("held", 0, 100), F_UNLCK);
+                ck_assert(host_flock_free("held"));
+                return;
+        }
+        /* Another owner is answered from the pending set: the whole range is the guest's. */
+        ck_assert_int_eq(ops->getlk(b, &root_ctx, f.nodeid, fh, 0x99, &probe), 0);
+        ck_assert_uint_eq(probe.type, F_WRLCK);
+        ck_assert_uint_eq(probe.start, 0);
+        ck_assert_uint_eq(probe.end, 99);
+        /* Saved meanwhile, the pending locks are the guest's. */
+        ck_assert_int_eq(session_state_new(&again), 0);
+        session_state_set_session(again, &ss);
+        ck_assert_int_eq(passthrough_state_save(b, &o, again, &rep), 0);
+        ck_assert_uint_eq(session_state_lock_count(again), 2);
+        ck_assert_uint_eq(passthrough_locks_retry(b), 2);
+        a = passthrough_free(a); /* the source's session ends */
+        ck_assert_uint_eq(passthrough_locks_retry(b), 0);
+        passthrough_lock_counts(b, &pending, &lost);
+        ck_assert_uint_eq(pending, 0);
+        ck_assert_uint_eq(lost, 0);
+        ck_assert_int_eq(host_probe("held", 0, 100), F_WRLCK); /* b's now */
+        ck_assert(!host_flock_free("held"));
+}
+
+START_TEST(test_load_while_source_holds) {
+        load_while_source_holds(false);
+}
+END_TEST
+
+START_TEST(test_pending_past_deadline) {
+        load_while_source_holds(true);
 }
 END_TEST
 
@@ -604,6 +682,8 @@ static Suite *pt_state_suite(void) {
         tcase_add_test(tc, test_fd_slots);
         tcase_add_test(tc, test_hand_over_fds);
         tcase_add_test(tc, test_hand_over_locks);
+        tcase_add_test(tc, test_load_while_source_holds);
+        tcase_add_test(tc, test_pending_past_deadline);
         tcase_add_test(tc, test_restored_nodes_in_clock);
         tcase_add_test(tc, test_duplicate_load_refused);
         tcase_add_test(tc, test_lost_handles_bounded);
