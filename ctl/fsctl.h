@@ -82,6 +82,12 @@ typedef struct Props {
         uint32_t upgrades, upgrade_failures;
         uint64_t upgrade_pause_usec;
         bool has_upgrades;
+        /* LastTakeoverReplayed, LastTakeoverNodes, LastTakeoverHandles; has_takeover likewise */
+        uint64_t takeover_replayed, takeover_nodes, takeover_handles;
+        bool has_takeover;
+        /* LocksPending, LocksLost; has_locks likewise */
+        uint64_t locks_pending, locks_lost;
+        bool has_locks;
 } Props;
 
 void props_done(Props *p);
@@ -125,6 +131,11 @@ typedef struct Snapshot {
         uint32_t upgrades; /* Upgrades and LastUpgradePauseUSec likewise */
         uint64_t upgrade_pause_usec;
         bool has_upgrades;
+        /* LastTakeoverReplayed, LastTakeoverNodes, LastTakeoverHandles; LocksPending, LocksLost */
+        uint64_t takeover_replayed, takeover_nodes, takeover_handles;
+        bool has_takeover;
+        uint64_t locks_pending, locks_lost;
+        bool has_locks;
 } Snapshot;
 
 void snapshot_done(Snapshot *s);

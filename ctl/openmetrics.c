@@ -137,6 +137,18 @@ static const Scalar scalars[] = {
         { "vufsd_last_upgrade_pause_seconds", "gauge",
           "From the last upgrade stopping the rings to the new serving process resuming them.", true, false,
           FIELD(upgrade_pause_usec) },
+        { "vufsd_last_takeover_replayed_requests", "gauge",
+          "Requests the last takeover (after a death or an upgrade) ran again or answered from the in-flight tables.",
+          false, false, FIELD(takeover_replayed) },
+        { "vufsd_last_takeover_restored_nodes", "gauge",
+          "Nodes the last takeover restored under their ids (docs/survival.md).", false, false, FIELD(takeover_nodes) },
+        { "vufsd_last_takeover_restored_handles", "gauge", "Open files the last takeover restored under their ids.",
+          false, false, FIELD(takeover_handles) },
+        { "vufsd_locks_pending", "gauge",
+          "The guest's locks a migration found held on this host and vufsd retries (docs/migration.md).", false, false,
+          FIELD(locks_pending) },
+        { "vufsd_locks_lost_total", "counter", "Such locks not taken within --migration-lock-timeout.", false, false,
+          FIELD(locks_lost) },
         { "vufsd_nodes", "gauge", "Inodes the guest made the daemon remember.", false, true, FIELD(nodes_used) },
         { "vufsd_max_nodes", "gauge", "The node budget (--max-nodes).", false, true, FIELD(node_budget_max) },
 };
@@ -303,7 +315,12 @@ static void write_all(FILE *f, const Vm *vms, size_t n) {
                               scalars[i].offset == offsetof(Props, restart_pause_usec)) && !p->has_restarts) ||
                             ((scalars[i].offset == offsetof(Props, upgrades) ||
                               scalars[i].offset == offsetof(Props, upgrade_failures) ||
-                              scalars[i].offset == offsetof(Props, upgrade_pause_usec)) && !p->has_upgrades))
+                              scalars[i].offset == offsetof(Props, upgrade_pause_usec)) && !p->has_upgrades) ||
+                            ((scalars[i].offset == offsetof(Props, takeover_replayed) ||
+                              scalars[i].offset == offsetof(Props, takeover_nodes) ||
+                              scalars[i].offset == offsetof(Props, takeover_handles)) && !p->has_takeover) ||
+                            ((scalars[i].offset == offsetof(Props, locks_pending) ||
+                              scalars[i].offset == offsetof(Props, locks_lost)) && !p->has_locks))
                                 continue;
                         if (scalars[i].usec)
                                 sample_usec(&w, "", &vms[v], NULL, NULL, scalar_value(&scalars[i], p));

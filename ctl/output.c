@@ -357,6 +357,15 @@ void print_snapshot(const Snapshot *s) {
                         json_u64(stdout, &first, "upgrades", s->upgrades);
                         json_u64(stdout, &first, "last_upgrade_pause_usec", s->upgrade_pause_usec);
                 }
+                if (s->has_takeover) {
+                        json_u64(stdout, &first, "last_takeover_replayed", s->takeover_replayed);
+                        json_u64(stdout, &first, "last_takeover_nodes", s->takeover_nodes);
+                        json_u64(stdout, &first, "last_takeover_handles", s->takeover_handles);
+                }
+                if (s->has_locks) {
+                        json_u64(stdout, &first, "locks_pending", s->locks_pending);
+                        json_u64(stdout, &first, "locks_lost", s->locks_lost);
+                }
                 if (s->has_errnos) {
                         bool first_errno = true;
                         json_key(stdout, &first, "errors_by_errno");
@@ -384,6 +393,12 @@ void print_snapshot(const Snapshot *s) {
         if (s->has_upgrades && s->upgrades > 0)
                 printf("\nUpgrades: %" PRIu32 " (the last paused the guest %.1f ms)", s->upgrades,
                        (double) s->upgrade_pause_usec / 1000.0);
+        if (s->has_takeover && ((s->has_restarts && s->restarts > 0) || (s->has_upgrades && s->upgrades > 0)))
+                printf("\nLast takeover: %" PRIu64 " requests replayed, %" PRIu64 " nodes and %" PRIu64
+                       " open files restored",
+                       s->takeover_replayed, s->takeover_nodes, s->takeover_handles);
+        if (s->has_locks && (s->locks_pending > 0 || s->locks_lost > 0))
+                printf("\nMigrated locks: %" PRIu64 " pending, %" PRIu64 " lost", s->locks_pending, s->locks_lost);
         if (s->n_errnos > 0)
                 fputs("\nErrors:", stdout);
         for (size_t i = 0; i < s->n_errnos; i++) {

@@ -70,6 +70,11 @@ static const PropField prop_fields[] = {
         { "Upgrades", "u", offsetof(Props, upgrades), offsetof(Props, has_upgrades) },
         PROP("UpgradeFailures", "u", upgrade_failures),
         PROP("LastUpgradePauseUSec", "t", upgrade_pause_usec),
+        { "LastTakeoverReplayed", "t", offsetof(Props, takeover_replayed), offsetof(Props, has_takeover) },
+        PROP("LastTakeoverNodes", "t", takeover_nodes),
+        PROP("LastTakeoverHandles", "t", takeover_handles),
+        { "LocksPending", "t", offsetof(Props, locks_pending), offsetof(Props, has_locks) },
+        PROP("LocksLost", "t", locks_lost),
         { "InodeFdsCached", "t", offsetof(Props, inode_fds_cached), offsetof(Props, has_inode_fds) },
         PROP("InodeFdsMax", "t", inode_fds_max),
 };

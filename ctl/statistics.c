@@ -142,6 +142,19 @@ static bool get_count_and_pause(sd_bus *bus, const char *name, const char *count
         return true;
 }
 
+/* Each of the n u64 properties into ret[]: false when the daemon lacks the first (an older one). */
+static bool get_u64s(sd_bus *bus, const char *name, const char *const *props, uint64_t *const *ret, size_t n) {
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+
+        for (size_t i = 0; i < n; i++) {
+                if (sd_bus_get_property_trivial(bus, name, BUS_OBJECT_PATH, BUS_INTERFACE, props[i], &e, 't', ret[i]) < 0 &&
+                    i == 0)
+                        return false;
+                sd_bus_error_free(&e);
+        }
+        return true;
+}
+
 int get_statistics(sd_bus *bus, const char *name, Snapshot *s, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         const char *mode;
@@ -196,6 +209,14 @@ int get_statistics(sd_bus *bus, const char *name, Snapshot *s, sd_bus_error *err
                                                       &s->restart_pause_usec);
                 s->has_upgrades = get_count_and_pause(bus, name, "Upgrades", "LastUpgradePauseUSec", &s->upgrades,
                                                       &s->upgrade_pause_usec);
+                s->has_takeover = get_u64s(bus, name,
+                                           (const char *const[]) { "LastTakeoverReplayed", "LastTakeoverNodes",
+                                                                   "LastTakeoverHandles" },
+                                           (uint64_t *const[]) { &s->takeover_replayed, &s->takeover_nodes,
+                                                                 &s->takeover_handles },
+                                           3);
+                s->has_locks = get_u64s(bus, name, (const char *const[]) { "LocksPending", "LocksLost" },
+                                        (uint64_t *const[]) { &s->locks_pending, &s->locks_lost }, 2);
         }
         return r < 0 ? r : 0;
 }

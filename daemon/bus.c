@@ -347,6 +347,23 @@ static int property_get_budget(sd_bus *bus, const char *path, const char *interf
         return sd_bus_message_append(reply, "t", v);
 }
 
+/* What the takeover this process made (after a death or an upgrade) carried over: requests it ran
+ * again or whose replies it published again from the in-flight tables, and the nodes and open files
+ * it restored under their ids. 0 in a process that took over nothing. */
+static int property_get_takeover(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                 sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = ((Bus *) userdata)->manager;
+        uint64_t v;
+
+        if (streq(property, "LastTakeoverReplayed"))
+                v = device_replayed(m->device);
+        else if (streq(property, "LastTakeoverNodes"))
+                v = m->restored_nodes;
+        else
+                v = m->restored_handles;
+        return sd_bus_message_append(reply, "t", v);
+}
+
 /* The guest's locks a migration found held on this host: pending now, and lost since start
  * (docs/migration.md "Locks"). */
 static int property_get_locks(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -721,6 +738,9 @@ static const sd_bus_vtable daemon_vtable[] = {
         SD_BUS_PROPERTY("NodeBudgetMax", "t", property_get_budget, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("InodeFdsCached", "t", property_get_budget, 0, 0),
         SD_BUS_PROPERTY("InodeFdsMax", "t", property_get_budget, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("LastTakeoverReplayed", "t", property_get_takeover, 0, 0),
+        SD_BUS_PROPERTY("LastTakeoverNodes", "t", property_get_takeover, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("LastTakeoverHandles", "t", property_get_takeover, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("LocksPending", "t", property_get_locks, 0, 0),
         SD_BUS_PROPERTY("LocksLost", "t", property_get_locks, 0, 0),
         SD_BUS_VTABLE_END

@@ -230,8 +230,8 @@ int upgrade_resume(Manager *m) {
         (void) keeper_store(KEEPER_SLOT_UPGRADE, NULL, 0, NULL, 0);
         (void) keeper_store_list(NULL, 0);
         m->upgrade_stopped_usec = rec.stopped_usec;
-        m->upgrade_nodes = rep.nodes;
-        m->upgrade_handles = rep.handles;
+        m->upgrade_nodes = m->restored_nodes = rep.nodes;
+        m->upgrade_handles = m->restored_handles = rep.handles;
         snprintf(m->upgrade_from, sizeof m->upgrade_from, "%s", rec.from_version);
         return 1;
 }

@@ -78,6 +78,9 @@ typedef struct Queue {
 
 struct Device {
         RequestHandler handler;
+        /* queue_resume_locked() adds each ring's requests run again and replies published again
+         * (under that queue's lock; read relaxed for statistics). */
+        _Atomic uint64_t replayed;
         unsigned n_queues; /* hiprio + request queues */
         Queue queues[DEVICE_MAX_QUEUES];
 

@@ -104,6 +104,9 @@ typedef struct DevicePollStats {
 void device_get_poll_stats(Device *d, DevicePollStats *ret);
 /* DevicePollStats.hits alone. */
 uint64_t device_poll_hits(Device *d);
+/* Requests this process ran again and replies it published again when it resumed its rings from
+ * the in-flight tables of the process it took over from (docs/survival.md). */
+uint64_t device_replayed(Device *d);
 
 /* handler is copied; what its data points to must outlive the device. */
 int device_new(Device **ret, const RequestHandler *handler, unsigned n_request_queues);

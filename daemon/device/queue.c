@@ -494,6 +494,10 @@ void device_get_poll_stats(Device *d, DevicePollStats *ret) {
         }
 }
 
+uint64_t device_replayed(Device *d) {
+        return atomic_load_explicit(&d->replayed, memory_order_relaxed);
+}
+
 uint64_t device_poll_hits(Device *d) {
         DevicePollStats st;
 
@@ -778,6 +782,8 @@ static int queue_resume_locked(Queue *q) {
         queue_notify_locked(q);
         log_info("Queue %u resumed: next avail %u, %u requests run again, %u replies published again",
                  q->index, vq->last_avail, q->resume.n_rerun, q->resume.n_repush);
+        atomic_fetch_add_explicit(&q->dev->replayed, (uint64_t) q->resume.n_rerun + q->resume.n_repush,
+                                  memory_order_relaxed);
         return 0;
 }
 

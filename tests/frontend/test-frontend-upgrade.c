@@ -444,6 +444,8 @@ START_TEST(test_crash_after_upgrade_runs_installed) {
         ck_assert_str_eq(v1, v2);
         ck_assert_int_eq(fsctl(out, sizeof out, "stats"), 0);
         ck_assert_msg(strstr(out, "Restarts: 1") && strstr(out, "Upgrades: 1"), "fsctl stats: %s", out);
+        /* What the takeover after the death restored: the file's node and its open file. */
+        ck_assert_msg(strstr(out, "requests replayed, 1 nodes and 1 open files restored"), "fsctl stats: %s", out);
         ck_assert_uint_eq(c->proto_errors, 0);
 }
 END_TEST
