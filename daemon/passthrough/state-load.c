@@ -113,7 +113,9 @@ static int locate(LoadCtx *c, const StateNode *n, struct statx *stx) {
         if (fd < 0)
                 return fd;
         r = statx_fd(fd, stx);
-        if (r >= 0 && c->o->same_host && n->fd_slot < 0) {
+        /* On this host the record's device and inode number are the ones it had: also for an fd
+         * handed over, which a taken-over predecessor could have swapped for another of its fds. */
+        if (r >= 0 && c->o->same_host) {
                 InodeKey k = inode_key_from_statx(stx);
                 if (k.dev != n->dev || k.ino != n->ino)
                         r = problem(c->rep, -ESTALE, "node %" PRIu64 ": %s is another file now", n->id,
