@@ -309,4 +309,26 @@ state("lock-overlap", LOCKED + [st_lock(0x77, 10, 1, 0, 9), st_lock(0x77, 10, 1,
 state("lock-two-handles", LOCKED + [st_lock(0x77, 10, 1, 0, 9), st_lock(0x77, 10, 2, 20, 29)])
 state("lock-unknown-handle", LOCKED + [st_lock(0x77, 10, 9, 0, 9)])
 
+
+
+# ---- crash survival journals: after a 64-byte header, entries each behind a length byte (its low
+# seven bits: length / 4; its top bit: the entry has an fd); fuzz-state.c says more ----
+def journal(fname, entries):
+    body = b""
+    for recs, fd in entries:
+        e = b"".join(recs)
+        e += bytes(-len(e) % 4)
+        assert len(e) // 4 < 128
+        body += bytes([len(e) // 4 | (0x80 if fd else 0)]) + e
+    write("fuzz-state", fname, bytes(64) + body)
+
+
+journal("journal-tree", [([st_node(133, 65, "fcde", REG, slot=-1)], False), ([st_node(65, 1, "dabc", DIR)], False),
+                         ([st_handle(0x101, 133, slot=0), st_lock(0, 133, 0x101, 0, EOF_OFF, kind=2, typ=1)], True),
+                         ([st_lock(0x77, 133, 0x101, 0, 9, slot=0), st_lock(0x77, 133, 0x101, 20, 29)], True),
+                         ([st_node(201, 0, None, REG, slot=0)], True)])
+journal("journal-out-of-step", [([st_node(133, 65, "orph", REG)], False), ([st_handle(0x101, 133, slot=0)], True),
+                                ([st_lock(0x77, 9, 0x999, 0, 9, slot=0)], True), ([st_node(7, 1, "kept", REG)], False),
+                                ([st_session()], False)])
+
 print("corpus written to", out, file=sys.stderr)
