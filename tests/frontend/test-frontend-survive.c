@@ -540,15 +540,14 @@ static off_t host_size(const char *name) {
         return st.st_size;
 }
 
-/* A request on an open file killed after its host call or later: answered with its result, the
- * host changed once. A WRITE in append mode (_i 0..3): its count, the bytes on the host once. A
- * FALLOCATE (_i 4..7): 0, the file allocated (run again it would fail: its handle does not
- * survive; and a COLLAPSE_RANGE or INSERT_RANGE must not run twice). (Killed after the pop either
- * would run again on a handle the new process does not have: handles do not survive yet,
- * docs/survival.md.) */
+/* A request on an open file killed at each step of its life: answered with its result, the host
+ * changed once. A WRITE in append mode (_i 0..4): its count, the bytes on the host once. A
+ * FALLOCATE (_i 5..9): 0, the file allocated (a COLLAPSE_RANGE or INSERT_RANGE must not run
+ * twice). Killed after the pop, the request runs in the next process, on the handle it restored
+ * from the journal; killed later, it is answered from its recorded result. */
 START_TEST(test_file_request_answered_once) {
-        unsigned step = 1 + (unsigned) _i % 4; /* host, replied, pushed, published */
-        bool write = _i < 4;
+        unsigned step = (unsigned) _i % 5; /* popped, host, replied, pushed, published */
+        bool write = _i < 5;
         struct fuse_fallocate_in fi = { .offset = 0, .length = 65536 };
         struct fuse_entry_out e;
         pid_t first = open_killing_at(step, write ? FUSE_WRITE : FUSE_FALLOCATE, "file",
@@ -566,10 +565,10 @@ START_TEST(test_file_request_answered_once) {
 }
 END_TEST
 
-/* A COPY_FILE_RANGE killed after its host call or later: answered with its count (run again it
- * would fail: its handles do not survive), the bytes copied. */
+/* A COPY_FILE_RANGE killed at each step: answered with its count, the bytes copied (after the pop:
+ * run by the next process on the handles it restored). */
 START_TEST(test_copy_file_range_answered_once) {
-        unsigned step = 1 + (unsigned) _i; /* host, replied, pushed, published */
+        unsigned step = (unsigned) _i; /* popped, host, replied, pushed, published */
         struct fuse_copy_file_range_in ci = { .len = 10 };
         struct fuse_entry_out e, src;
         struct fuse_write_out wo = { 0 };
@@ -708,8 +707,8 @@ static Suite *survive_suite(void) {
         tcase_add_test(tc, test_watchdog_pinged_at_takeover);
         tcase_add_test(tc, test_restart_after_the_frontend_left);
         tcase_add_loop_test(tc, test_kill_at_each_step, 0, _KILL_CASE_MAX * ELEMENTSOF(steps));
-        tcase_add_loop_test(tc, test_file_request_answered_once, 0, 8);
-        tcase_add_loop_test(tc, test_copy_file_range_answered_once, 0, ELEMENTSOF(steps) - 1);
+        tcase_add_loop_test(tc, test_file_request_answered_once, 0, 10);
+        tcase_add_loop_test(tc, test_copy_file_range_answered_once, 0, ELEMENTSOF(steps));
         tcase_add_loop_test(tc, test_xattr_answered_once, 0, 8);
         tcase_add_test(tc, test_kill_storm);
         tcase_add_test(tc, test_kill_storm_create_excl);
