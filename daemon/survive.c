@@ -113,10 +113,13 @@ int survive_resume(Manager *m) {
         int fds[KEEPER_MAX_FDS], conn = -1, n, r;
         size_t n_fds;
 
-        /* The journal of the guest's session first: the FUSE_INIT replayed below resets the
-         * session, which empties the keeper's journal as a guest's INIT would. */
+        /* The journal of the guest's session first. From here on this process writes a new one,
+         * which replaces it only once whole (below): the FUSE_INIT replayed next resets the
+         * session, which empties the journal being written as a guest's INIT would, and this
+         * process may die before it has restored and written the whole session. */
         if (!sandbox_upgrading())
                 (void) survive_journal_fetch(&journal);
+        (void) keeper_journal_begin();
         r = replay_session(m);
         if (r < 0)
                 return r;
@@ -140,6 +143,10 @@ int survive_resume(Manager *m) {
                 if (r < 0)
                         return r;
         }
+        /* Both paths wrote the whole session as this process holds it: it is the journal now. */
+        r = keeper_journal_commit();
+        if (r < 0)
+                log_warning_errno(r, "Cannot keep the guest's session for a process that takes over: %m");
         n = keeper_fetch(KEEPER_SLOT_DEVICE, &rec, sizeof rec, fds, ELEMENTSOF(fds), &n_fds);
         if (n <= 0) {
                 close_all(fds, n_fds);

@@ -30,13 +30,24 @@ typedef struct Entry {
  * supervisor's filter allows brk and mmap but not mremap: the table grows by malloc, copy, free. */
 #define TOMB ((Entry *) 1)
 
-static struct {
+typedef struct Table {
         Entry **slot;
         size_t cap, used, tombs; /* used: live entries */
         uint64_t bytes;
-        size_t fds, max_fds; /* fds held, and the most the supervisor lends the journal */
+        size_t fds; /* fds held */
         bool broken;
-} J;
+} Table;
+
+/* Two tables: the journal a fetch answers from, and, while a process that took over rebuilds it
+ * (KEEPER_TAG_JBEGIN .. KEEPER_TAG_JCOMMIT), the one it writes, which replaces the first only when
+ * whole: that process can die in the middle, and the next one then restores from the first. */
+static Table tables[2];
+static unsigned active;
+static bool staging;
+static size_t lent_max; /* the most fds the supervisor lends both tables together */
+
+/* What the serving process writes to: the staged table while one is built. */
+#define J tables[staging ? 1 - active : active]
 
 /* The journal's share of the supervisor's fd table: its open-file limit less a reserve for what it
  * does itself (its loop, the bus, a fetch's answer), so that a serving process sending fds cannot
@@ -44,12 +55,12 @@ static struct {
 static size_t max_fds(void) {
         struct rlimit rl;
 
-        if (J.max_fds == 0) {
+        if (lent_max == 0) {
                 if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
                         rl.rlim_cur = 1024;
-                J.max_fds = rl.rlim_cur > 1024 ? (size_t) rl.rlim_cur - 512 : (size_t) rl.rlim_cur / 2;
+                lent_max = rl.rlim_cur > 1024 ? (size_t) rl.rlim_cur - 512 : (size_t) rl.rlim_cur / 2;
         }
-        return J.max_fds;
+        return lent_max;
 }
 
 static size_t hash_key(uint64_t a, uint64_t b) {
@@ -144,8 +155,10 @@ static void journal_put(uint64_t a, uint64_t b, const uint8_t *data, size_t len,
                 return;
         }
         i = find(a, b, &found);
-        if ((!found && J.used >= KEEPER_JOURNAL_MAX_ENTRIES) || J.bytes + sizeof *e + len > KEEPER_JOURNAL_MAX_BYTES ||
-            (fd >= 0 && J.fds >= max_fds()) || !(e = malloc(sizeof *e + len))) {
+        /* The bounds hold for both tables together: a staged journal does not double them. */
+        if ((!found && tables[0].used + tables[1].used >= KEEPER_JOURNAL_MAX_ENTRIES) ||
+            tables[0].bytes + tables[1].bytes + sizeof *e + len > KEEPER_JOURNAL_MAX_BYTES ||
+            (fd >= 0 && tables[0].fds + tables[1].fds >= max_fds()) || !(e = malloc(sizeof *e + len))) {
                 safe_close(fd);
                 keeper_journal_fail();
                 return;
@@ -184,14 +197,15 @@ static void journal_del(uint64_t a, uint64_t b) {
  * after a header of the next index to ask for (0: done), the entry count and the broken flag. */
 static void journal_fetch(int ctl, uint32_t from) {
         static uint8_t buf[KEEPER_JOURNAL_BATCH];
+        const Table *t = &tables[active]; /* never the one being staged */
         uint8_t hdr[2] = { KEEPER_TAG_RECORD, KEEPER_SLOT_JOURNAL };
         int fds[KEEPER_MAX_FDS];
-        uint32_t next = 0, count = 0, flags = J.broken ? 1u : 0u;
+        uint32_t next = 0, count = 0, flags = t->broken ? 1u : 0u;
         size_t pos = 12, n_fds = 0;
         struct iovec iov[2] = { { hdr, sizeof hdr }, { buf, 0 } };
 
-        for (size_t i = from; i < J.cap; i++) {
-                Entry *e = J.slot[i];
+        for (size_t i = from; i < t->cap; i++) {
+                Entry *e = t->slot[i];
                 int32_t fdi = -1;
                 if (!e || e == TOMB)
                         continue;
@@ -249,6 +263,22 @@ bool keeper_journal_handle(int ctl, const uint8_t *p, size_t n, int *fds, size_t
                 journal_drop();
                 J.broken = false;
                 return true;
+        case KEEPER_TAG_JBEGIN:
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
+                staging = true;
+                journal_drop(); /* a staged table a dead process left */
+                J.broken = false;
+                return true;
+        case KEEPER_TAG_JCOMMIT:
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
+                if (!staging)
+                        return true;
+                staging = false;
+                journal_drop(); /* the old journal */
+                active = 1 - active;
+                return true;
         case KEEPER_TAG_JFETCH:
                 for (size_t i = 0; i < n_fds; i++)
                         safe_close(fds[i]);
@@ -262,8 +292,13 @@ bool keeper_journal_handle(int ctl, const uint8_t *p, size_t n, int *fds, size_t
 }
 
 void keeper_journal_clear(void) {
-        journal_drop();
-        J.broken = false;
+        staging = false;
+        for (unsigned k = 0; k < 2; k++) {
+                active = k;
+                journal_drop();
+                J.broken = false;
+        }
+        active = 0;
 }
 
 /* ---- the serving process's side ---- */
@@ -293,13 +328,24 @@ int keeper_journal_del(uint64_t a, uint64_t b) {
         return send(ctl, msg, sizeof msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
 }
 
-int keeper_journal_reset(void) {
-        uint8_t msg[1] = { KEEPER_TAG_JCLEAR };
+static int send_tag(uint8_t tag) {
         int ctl = sandbox_channel_fd();
 
         if (ctl < 0)
                 return -ENOTCONN;
-        return send(ctl, msg, sizeof msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
+        return send(ctl, &tag, 1, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+int keeper_journal_reset(void) {
+        return send_tag(KEEPER_TAG_JCLEAR);
+}
+
+int keeper_journal_begin(void) {
+        return send_tag(KEEPER_TAG_JBEGIN);
+}
+
+int keeper_journal_commit(void) {
+        return send_tag(KEEPER_TAG_JCOMMIT);
 }
 
 int keeper_journal_fetch(int (*fn)(uint64_t a, uint64_t b, const uint8_t *data, size_t len, int fd, void *ud),

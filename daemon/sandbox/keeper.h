@@ -44,6 +44,8 @@ enum {
         KEEPER_TAG_JDEL = 0x07,   /* daemon -> keeper: key */
         KEEPER_TAG_JCLEAR = 0x08, /* daemon -> keeper: every entry goes (a new session) */
         KEEPER_TAG_JFETCH = 0x09, /* daemon -> keeper: u32 index to go on from */
+        KEEPER_TAG_JBEGIN = 0x0a, /* daemon -> keeper: changes go to a new journal from now on */
+        KEEPER_TAG_JCOMMIT = 0x0b, /* daemon -> keeper: the new journal replaces the old one */
 };
 
 /* The slot byte of the keeper's answer to a journal fetch (no slot of its own). */
@@ -92,5 +94,9 @@ int keeper_fetch_list(size_t n_want, int **ret);
 int keeper_journal_put(uint64_t a, uint64_t b, const void *data, size_t len, int fd);
 int keeper_journal_del(uint64_t a, uint64_t b);
 int keeper_journal_reset(void);
+/* A process that took over rebuilds the journal (it may die meanwhile): from begin on its changes
+ * go to a new journal, which replaces the one a fetch answers from at commit. */
+int keeper_journal_begin(void);
+int keeper_journal_commit(void);
 int keeper_journal_fetch(int (*fn)(uint64_t a, uint64_t b, const uint8_t *data, size_t len, int fd, void *ud),
                          void *ud);

@@ -142,7 +142,7 @@ static int relay_forward_one(Supervisor *s, int ctl) {
         /* A journal entry that lost its fd (the supervisor's own fd limit): the journal no longer
          * describes the session. */
         if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && n >= 1 && buf[0] >= KEEPER_TAG_JPUT &&
-            buf[0] <= KEEPER_TAG_JFETCH) {
+            buf[0] <= KEEPER_TAG_JCOMMIT) {
                 keeper_journal_fail();
                 for (size_t i = 0; i < n_fds; i++)
                         safe_close(fds[i]);

@@ -183,6 +183,34 @@ START_TEST(test_broken_until_clear) {
 }
 END_TEST
 
+/* A process that took over writes a new journal beside the old one: a fetch answers from the old
+ * until the commit, a begin again (the writer died) throws the unfinished one away. */
+START_TEST(test_staged_until_commit) {
+        ck_assert_int_eq(keeper_journal_put(1, 0, "old", 3, -1), 0);
+        ck_assert_int_eq(keeper_journal_begin(), 0);
+        ck_assert_int_eq(keeper_journal_reset(), 0); /* the replayed FUSE_INIT: the new one only */
+        ck_assert_int_eq(keeper_journal_put(2, 0, "half", 4, -1), 0);
+        ck_assert_int_eq(fetch(), 0);
+        ck_assert_uint_eq(got.n, 1);
+        ck_assert_str_eq(got.data[0], "old");
+        /* It died: the next process begins again. */
+        ck_assert_int_eq(keeper_journal_begin(), 0);
+        ck_assert_int_eq(keeper_journal_put(3, 0, "new", 3, -1), 0);
+        ck_assert_int_eq(fetch(), 0);
+        ck_assert_uint_eq(got.n, 1);
+        ck_assert_str_eq(got.data[0], "old");
+        ck_assert_int_eq(keeper_journal_commit(), 0);
+        ck_assert_int_eq(fetch(), 0);
+        ck_assert_uint_eq(got.n, 1);
+        ck_assert_str_eq(got.data[0], "new");
+        /* And on as usual. */
+        ck_assert_int_eq(keeper_journal_put(4, 0, "more", 4, -1), 0);
+        ck_assert_int_eq(keeper_journal_commit(), 0); /* a commit without a begin changes nothing */
+        ck_assert_int_eq(fetch(), 0);
+        ck_assert_uint_eq(got.n, 2);
+}
+END_TEST
+
 static Suite *journal_suite(void) {
         Suite *s = suite_create("keeper-journal");
         TCase *tc = tcase_create("journal");
@@ -192,6 +220,7 @@ static Suite *journal_suite(void) {
         tcase_add_test(tc, test_put_del_fetch);
         tcase_add_test(tc, test_batches);
         tcase_add_test(tc, test_broken_until_clear);
+        tcase_add_test(tc, test_staged_until_commit);
         suite_add_tcase(s, tc);
         return s;
 }
