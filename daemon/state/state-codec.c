@@ -112,39 +112,50 @@ static void write_lock(Writer *w, const StateLock *l) {
         put_u32(w, 0);
 }
 
-/* Each writes one record into buf[0..size): its length, -ENOBUFS when it does not fit. */
-ssize_t session_state_record_node(const StateNode *n, uint8_t *buf, size_t size) {
-        size_t len = STATE_RECORD_HEADER_SIZE + node_payload(n);
+/* One record of type (x a StateNode, StateHandle or StateLock) into buf[0..size): its length,
+ * -EINVAL for what the reader would refuse alone, -ENOBUFS when it does not fit. */
+static ssize_t write_record(uint16_t type, const void *x, uint8_t *buf, size_t size) {
         Writer w = { buf, 0 };
+        size_t len;
+        int r;
 
-        if (state_check_node(n, NULL, 0) < 0)
+        switch (type) {
+        case STATE_REC_NODE:
+                r = state_check_node(x, NULL, 0);
+                len = STATE_RECORD_HEADER_SIZE + node_payload(x);
+                break;
+        case STATE_REC_HANDLE:
+                r = state_check_handle(x, NULL, 0);
+                len = STATE_RECORD_HEADER_SIZE + HANDLE_PAYLOAD;
+                break;
+        default:
+                r = state_check_lock(x, NULL, 0);
+                len = STATE_RECORD_HEADER_SIZE + LOCK_PAYLOAD;
+        }
+        if (r < 0)
                 return -EINVAL;
         if (len > size)
                 return -ENOBUFS;
-        write_node(&w, n);
+        if (type == STATE_REC_NODE)
+                write_node(&w, x);
+        else if (type == STATE_REC_HANDLE)
+                write_handle(&w, x);
+        else
+                write_lock(&w, x);
+        g_assert(w.pos == len);
         return (ssize_t) len;
 }
 
-ssize_t session_state_record_handle(const StateHandle *h, uint8_t *buf, size_t size) {
-        Writer w = { buf, 0 };
+ssize_t session_state_record_node(const StateNode *n, uint8_t *buf, size_t size) {
+        return write_record(STATE_REC_NODE, n, buf, size);
+}
 
-        if (state_check_handle(h, NULL, 0) < 0)
-                return -EINVAL;
-        if (size < STATE_RECORD_HEADER_SIZE + HANDLE_PAYLOAD)
-                return -ENOBUFS;
-        write_handle(&w, h);
-        return (ssize_t) w.pos;
+ssize_t session_state_record_handle(const StateHandle *h, uint8_t *buf, size_t size) {
+        return write_record(STATE_REC_HANDLE, h, buf, size);
 }
 
 ssize_t session_state_record_lock(const StateLock *l, uint8_t *buf, size_t size) {
-        Writer w = { buf, 0 };
-
-        if (state_check_lock(l, NULL, 0) < 0)
-                return -EINVAL;
-        if (size < STATE_RECORD_HEADER_SIZE + LOCK_PAYLOAD)
-                return -ENOBUFS;
-        write_lock(&w, l);
-        return (ssize_t) w.pos;
+        return write_record(STATE_REC_LOCK, l, buf, size);
 }
 
 int session_state_encode(SessionState *s, uint8_t **ret, size_t *ret_len, char *err, size_t errlen) {

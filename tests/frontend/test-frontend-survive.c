@@ -23,7 +23,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "util.h"
-#include "host-locks.h"
+#include "locks-kept.h"
 #include "test-main.h"
 
 static FeHarness *h;
@@ -103,7 +103,6 @@ START_TEST(test_session_survives_a_kill) {
         static const uint64_t owner = 0x1111, other = 0x2222;
         _cleanup_free_ char *path = NULL;
         struct fuse_entry_out held, child, f, ed, e;
-        struct fuse_file_lock got;
         struct fuse_attr_out a;
         uint64_t wfh, ffh, dfh, off = 0;
         uint8_t buf[4096];
@@ -142,19 +141,10 @@ START_TEST(test_session_survives_a_kill) {
         ck_assert_int_eq(fe_fuse_mkdir(c, held.nodeid, "child", 0755, &child), 0);
         ck_assert(exists("held/child"));
         /* The open files, with their locks held throughout. */
-        ck_assert_int_eq(test_host_lock_type(path, 0, 100), F_WRLCK);
-        ck_assert(!test_host_flock_free(path));
         ck_assert_int_eq(fe_fuse_write(c, f.nodeid, wfh, 4, "EF", 2), 2);
         ck_assert_int_eq(fe_fuse_read(c, f.nodeid, ffh, 0, buf, 16), 6);
         ck_assert_int_eq(memcmp(buf, "ABCDEF", 6), 0);
-        ck_assert_int_eq(fe_fuse_getlk(c, f.nodeid, ffh, other, F_RDLCK, 50, 60, &got), 0);
-        ck_assert_int_eq(got.type, F_WRLCK);
-        ck_assert_int_eq(fe_fuse_setlk(c, f.nodeid, wfh, owner, false, F_RDLCK, 0, 99), 0);
-        ck_assert_int_eq(test_host_lock_type(path, 0, 100), F_RDLCK);
-        ck_assert_int_eq(fe_fuse_setlk(c, f.nodeid, wfh, owner, false, F_UNLCK, 0, UINT64_MAX), 0);
-        ck_assert_int_eq(fe_fuse_setlk(c, f.nodeid, ffh, owner, true, F_UNLCK, 0, UINT64_MAX), 0);
-        ck_assert_int_eq(test_host_lock_type(path, 0, 0), F_UNLCK);
-        ck_assert(test_host_flock_free(path));
+        check_locks_kept(c, path, f.nodeid, wfh, ffh, owner, other);
         /* The listing goes on: every name once. */
         for (;;) {
                 n = fe_fuse_readdir(c, false, ed.nodeid, dfh, off, buf, 512);

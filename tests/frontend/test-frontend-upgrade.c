@@ -25,6 +25,7 @@
 #include "fuse-client.h"
 #include "harness.h"
 #include "host-locks.h"
+#include "locks-kept.h"
 #include "util.h"
 #include "test-main.h"
 
@@ -456,7 +457,6 @@ END_TEST
 START_TEST(test_locks_kept) {
         static const uint64_t owner = 0x1111, other = 0x2222;
         _cleanup_free_ char *path = NULL;
-        struct fuse_file_lock got;
         struct fuse_entry_out e;
         uint64_t fh, fh_flock;
         char out[4096];
@@ -474,18 +474,7 @@ START_TEST(test_locks_kept) {
         install(binary(1));
         upgrade(out, sizeof out);
 
-        ck_assert_int_eq(test_host_lock_type(path, 0, 100), F_WRLCK);
-        ck_assert_int_eq(test_host_lock_type(path, 100, 0), F_UNLCK);
-        ck_assert(!test_host_flock_free(path));
-        ck_assert_int_eq(fe_fuse_getlk(c, e.nodeid, fh, other, F_RDLCK, 50, 60, &got), 0);
-        ck_assert_int_eq(got.type, F_WRLCK);
-        /* The owner's lock is its own still: it changes it without conflicting with itself. */
-        ck_assert_int_eq(fe_fuse_setlk(c, e.nodeid, fh, owner, false, F_RDLCK, 0, 99), 0);
-        ck_assert_int_eq(test_host_lock_type(path, 0, 100), F_RDLCK);
-        ck_assert_int_eq(fe_fuse_setlk(c, e.nodeid, fh, owner, false, F_UNLCK, 0, UINT64_MAX), 0);
-        ck_assert_int_eq(fe_fuse_setlk(c, e.nodeid, fh_flock, owner, true, F_UNLCK, 0, UINT64_MAX), 0);
-        ck_assert_int_eq(test_host_lock_type(path, 0, 0), F_UNLCK);
-        ck_assert(test_host_flock_free(path));
+        check_locks_kept(c, path, e.nodeid, fh, fh_flock, owner, other);
         ck_assert_uint_eq(c->proto_errors, 0);
 }
 END_TEST
