@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "fuse-internal.h"
+#include "request-progress.h"
 
 /* ---- directory buffers: the FsDirFiller behind readdir (fs-ops.h) ---- */
 
@@ -99,7 +100,13 @@ int do_readdirplus(Req *r) {
 }
 
 int do_releasedir(Req *r) {
-        return r->s->ops->releasedir(r->s->fs, &r->ctx, r->in.nodeid, ARG(r, struct fuse_release_in)->fh);
+        int k;
+
+        if (r->replay == REPLAY_DONE) /* as do_release() */
+                return (int) r->replay_result;
+        k = r->s->ops->releasedir(r->s->fs, &r->ctx, r->in.nodeid, ARG(r, struct fuse_release_in)->fh);
+        request_progress_host_done(k);
+        return k;
 }
 
 int do_fsyncdir(Req *r) {

@@ -595,7 +595,7 @@ START_TEST(test_introspection) {
         for (unsigned i = 0; li->properties && li->properties[i]; i++)
                 ck_assert_msg(g_dbus_interface_info_lookup_property(ri, li->properties[i]->name),
                               "property %s is in the daemon but not in the XML", li->properties[i]->name);
-        ck_assert_uint_eq(n, 31);
+        ck_assert_uint_eq(n, 34);
 
         /* Signals: none of its own (PropertiesChanged belongs to org.freedesktop.DBus.Properties). */
         ck_assert(!(li->signals && li->signals[0]));

@@ -530,6 +530,125 @@ static off_t host_size(const char *name) {
         return st.st_size;
 }
 
+/* The requests that change no name, killed at each step of their life: each answered once, right,
+ * on the same node ids and handles, by the process that took over. Only RELEASE and RELEASEDIR of
+ * these record their host call's result (run twice they would answer EBADF), so only they have a
+ * "host" step; the others run again whenever their reply was not written. */
+typedef enum PlainCase {
+        PLAIN_LOOKUP,
+        PLAIN_GETATTR,
+        PLAIN_OPEN,
+        PLAIN_READ,
+        PLAIN_READDIR,
+        PLAIN_SETATTR,
+        PLAIN_SETLK,
+        PLAIN_FSYNC,
+        PLAIN_RELEASE,
+        PLAIN_RELEASEDIR,
+        _PLAIN_MAX,
+} PlainCase;
+
+static const uint32_t plain_opcode[_PLAIN_MAX] = {
+        [PLAIN_LOOKUP] = FUSE_LOOKUP,   [PLAIN_GETATTR] = FUSE_GETATTR, [PLAIN_OPEN] = FUSE_OPEN,
+        [PLAIN_READ] = FUSE_READ,       [PLAIN_READDIR] = FUSE_READDIR, [PLAIN_SETATTR] = FUSE_SETATTR,
+        [PLAIN_SETLK] = FUSE_SETLK,     [PLAIN_FSYNC] = FUSE_FSYNC,     [PLAIN_RELEASE] = FUSE_RELEASE,
+        [PLAIN_RELEASEDIR] = FUSE_RELEASEDIR,
+};
+
+#define PLAIN_CASES (_PLAIN_MAX * 4 + 2)
+
+/* The _i-th of the PLAIN_CASES pairs of opcode and step. */
+static void plain_case(int i, PlainCase *k, unsigned *step) {
+        static const unsigned no_host[] = { 0, 2, 3, 4 };
+
+        if (i >= _PLAIN_MAX * 4) {
+                *k = i == _PLAIN_MAX * 4 ? PLAIN_RELEASE : PLAIN_RELEASEDIR;
+                *step = 1;
+                return;
+        }
+        *k = (PlainCase) (i / 4);
+        *step = no_host[i % 4];
+}
+
+START_TEST(test_plain_request_killed_at_each_step) {
+        PlainCase k;
+        unsigned step;
+        _cleanup_free_ char *path = NULL;
+        struct fuse_entry_out e;
+        struct fuse_attr_out a;
+        uint64_t fh = 0, dfh = 0;
+        uint8_t buf[4096];
+        pid_t first;
+        int r = 0;
+
+        plain_case(_i, &k, &step);
+        ck_assert_int_eq(fe_harness_put_file(h, "file", "0123456789"), 0);
+        path = fe_harness_path(h, "file");
+        start_killing_at(step, plain_opcode[k]);
+        first = fe_harness_serving_pid(h);
+        if (k != PLAIN_LOOKUP)
+                ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "file", &e), 0);
+        if (k >= PLAIN_READ && k != PLAIN_READDIR && k != PLAIN_SETATTR && k != PLAIN_RELEASEDIR)
+                ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_RDWR, &fh), 0);
+        if (k == PLAIN_RELEASEDIR)
+                ck_assert_int_eq(fe_fuse_opendir(c, FUSE_ROOT_ID, &dfh), 0);
+        switch (k) {
+        case PLAIN_LOOKUP:
+                r = fe_fuse_lookup(c, FUSE_ROOT_ID, "file", &e);
+                break;
+        case PLAIN_GETATTR:
+                r = fe_fuse_getattr(c, e.nodeid, &a);
+                break;
+        case PLAIN_OPEN:
+                r = fe_fuse_open(c, e.nodeid, O_RDWR, &fh);
+                break;
+        case PLAIN_READ:
+                r = fe_fuse_read(c, e.nodeid, fh, 2, buf, 4) == 4 && memcmp(buf, "2345", 4) == 0 ? 0 : -EIO;
+                break;
+        case PLAIN_READDIR:
+                ck_assert_int_eq(fe_fuse_opendir(c, FUSE_ROOT_ID, &dfh), 0);
+                r = fe_fuse_readdir(c, false, FUSE_ROOT_ID, dfh, 0, buf, sizeof buf);
+                r = r > 0 && memmem(buf, (size_t) r, "file", 4) ? 0 : -EIO;
+                break;
+        case PLAIN_SETATTR:
+                r = fe_fuse_setattr_size(c, e.nodeid, 4, &a);
+                break;
+        case PLAIN_SETLK:
+                r = fe_fuse_setlk(c, e.nodeid, fh, 0x77, false, F_WRLCK, 0, 9);
+                break;
+        case PLAIN_FSYNC:
+                r = fe_fuse_fsync(c, e.nodeid, fh);
+                break;
+        case PLAIN_RELEASE:
+                r = fe_fuse_release(c, e.nodeid, fh, false);
+                break;
+        case PLAIN_RELEASEDIR:
+                r = fe_fuse_release(c, FUSE_ROOT_ID, dfh, true);
+                break;
+        default:
+                ck_abort();
+        }
+        ck_assert_msg(r == 0, "opcode %u killed %s: %d (%s)", plain_opcode[k], steps[step], r, c->last_problem);
+        assert_taken_over(first);
+        /* What the guest holds works in the new process. */
+        ck_assert_int_eq(fe_fuse_getattr(c, e.nodeid, &a), 0);
+        ck_assert_uint_eq(a.attr.size, k == PLAIN_SETATTR ? 4 : 10);
+        if (k == PLAIN_SETLK)
+                ck_assert_int_eq(test_host_lock_type(path, 0, 10), F_WRLCK);
+        if (fh && k != PLAIN_RELEASE) {
+                ck_assert_int_eq(fe_fuse_write(c, e.nodeid, fh, 0, "AB", 2), 2);
+                ck_assert_int_eq(fe_fuse_release(c, e.nodeid, fh, false), 0);
+        }
+        if (k == PLAIN_RELEASE || k == PLAIN_RELEASEDIR) /* released once, whichever process did it */
+                ck_assert_int_eq(k == PLAIN_RELEASE ? fe_fuse_release(c, e.nodeid, fh, false)
+                                                     : fe_fuse_release(c, FUSE_ROOT_ID, dfh, true),
+                                 -EBADF);
+        if (k == PLAIN_SETLK)
+                ck_assert_int_eq(test_host_lock_type(path, 0, 10), F_UNLCK);
+        ck_assert_uint_eq(c->proto_errors, 0);
+}
+END_TEST
+
 /* A request on an open file killed at each step of its life: answered with its result, the host
  * changed once. A WRITE in append mode (_i 0..4): its count, the bytes on the host once. A
  * FALLOCATE (_i 5..9): 0, the file allocated (a COLLAPSE_RANGE or INSERT_RANGE must not run
@@ -698,6 +817,7 @@ static Suite *survive_suite(void) {
         tcase_add_test(tc, test_restart_after_the_frontend_left);
         tcase_add_loop_test(tc, test_kill_at_each_step, 0, _KILL_CASE_MAX * ELEMENTSOF(steps));
         tcase_add_loop_test(tc, test_file_request_answered_once, 0, 10);
+        tcase_add_loop_test(tc, test_plain_request_killed_at_each_step, 0, PLAIN_CASES);
         tcase_add_loop_test(tc, test_copy_file_range_answered_once, 0, ELEMENTSOF(steps));
         tcase_add_loop_test(tc, test_xattr_answered_once, 0, 8);
         tcase_add_test(tc, test_kill_storm);
