@@ -81,8 +81,9 @@ int upgrade_start(Manager *m, char *err, size_t errlen) {
         int r;
 
         if (!survive_enabled()) {
-                snprintf(err, errlen, "Live upgrade needs --crash-restarts=N: the spawner it starts is what executes "
-                                      "the new binary (docs/survival.md)");
+                snprintf(err, errlen, "Live upgrade needs --crash-restarts=N ([Service] CrashRestarts=N in the "
+                                      "configuration file): the spawner it starts is what executes the new binary "
+                                      "(docs/survival.md)");
                 return -EOPNOTSUPP;
         }
         if (m->upgrade_started) {
