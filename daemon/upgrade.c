@@ -131,6 +131,11 @@ int upgrade_start(Manager *m, char *err, size_t errlen) {
         }
         if (r < 0) {
                 (void) keeper_store_list(NULL, 0);
+                /* The duplicates and the memfd closed before the rings restart: each queue needs an
+                 * fd of its own to wait on (its epoll), and a save that failed for want of fds
+                 * would otherwise leave the rings stopped and the guest unanswered. */
+                passthrough_state_fds_done(&fds);
+                memfd = safe_close(memfd);
                 device_unquiesce(m->device, stopped);
                 log_error("Live upgrade refused: %s", err);
                 return r;
