@@ -144,6 +144,18 @@ session_start() {
         grep -q 'session on .* ok' "$tmp/$name.err" || { cat "$tmp/$name.err" >&2; fail "$what"; }
 }
 
+# loop_end NAME WHAT: ends the looping session NAME (fe-session --loop; its stdin closed), which must
+# report every answer right, and sets $loop to its report; no loop-* name may be left in the share
+# (a request that ran twice or not at all). WHAT ("around a kill") goes into the failures.
+loop_end() {
+        exec 7>&-
+        wait "$fe_pid" || { cat "$tmp/$1.err" >&2; fail "the looping session had a wrong answer $2"; }
+        fe_pid=
+        loop=$(grep 'fe-session: loop:' "$tmp/$1.err") || { cat "$tmp/$1.err" >&2; fail "the looping session did not report"; }
+        left=$(find "$share" -maxdepth 1 -name 'loop-*' | head -n 3)
+        [ -z "$left" ] || fail "the loop's names left in the share $2 (a request ran twice or not at all): $left"
+}
+
 # ---- build, root, install ----
 
 sdbuild=${VUFS_SD_BUILD_DIR:-$tmp/build-usr}
@@ -432,6 +444,17 @@ serving_pid() {
         done
         return 0 # none between a death and the next fork
 }
+# wait_serving MAIN NOT SECONDS: prints the serving process's pid once there is one other than NOT
+# (empty: any), waiting up to SECONDS; nothing when there is none by then.
+wait_serving() {
+        local p i
+        for i in $(seq $(($3 * 10))); do
+                p=$(serving_pid "$1")
+                [ -n "$p" ] && [ "$p" != "$2" ] && { echo "$p"; return 0; }
+                sleep 0.1
+        done
+        return 0
+}
 session_start fe4 "session with --crash-restarts" "$hostsock" --loop
 main=$(prop vufsd@vm1.service MainPID)
 [ "$(prop vufsd@vm1.service ActiveState)" = active ] && [ "$main" != 0 ] || fail "service not active under the looping session"
@@ -439,21 +462,11 @@ grep -q -- '--crash-restarts' <<< "$(prop vufsd@vm1.service ExecStart)" &&
         fail "ExecStart names --crash-restarts: the unit is not the installed one, the file's key is not what is tested"
 t=$(now)
 for k in $(seq "$kills"); do
-        old=
-        for _ in $(seq 50); do
-                old=$(serving_pid "$main")
-                [ -n "$old" ] && break
-                sleep 0.1
-        done
+        old=$(wait_serving "$main" "" 5)
         [ -n "$old" ] || fail "kill $k: no serving process (the spawner's child) in the cgroup of vufsd@vm1.service"
         ns sh -c 'kill -KILL "$1"' sh "$old" || fail "kill $k: kill -KILL $old"
-        new=
-        for _ in $(seq 100); do
-                new=$(serving_pid "$main")
-                [ -n "$new" ] && [ "$new" != "$old" ] && break
-                sleep 0.1
-        done
-        [ -n "$new" ] && [ "$new" != "$old" ] || fail "kill $k: no serving process took over from pid $old within 10 s"
+        new=$(wait_serving "$main" "$old" 10)
+        [ -n "$new" ] || fail "kill $k: no serving process took over from pid $old within 10 s"
         [ "$(ns systemctl is-active vufsd@vm1.service)" = active ] || fail "kill $k: the unit is $(prop vufsd@vm1.service ActiveState)"
         [ "$(prop vufsd@vm1.service MainPID)" = "$main" ] || fail "kill $k: main PID changed from $main"
         kill -0 "$fe_pid" 2>/dev/null || { cat "$tmp/fe4.err" >&2; fail "kill $k: the session ended"; }
@@ -462,12 +475,7 @@ done
 out=$(ns fsctl -i vm1 stats 2>&1) || { echo "$out" >&2; fail "fsctl -i vm1 stats after the kills"; }
 grep -q "Restarts: $kills " <<< "$out" || { echo "$out" >&2; fail "fsctl stats does not show $kills restarts"; }
 restarts=$(grep -o 'Restarts: .*' <<< "$out")
-exec 7>&-
-wait "$fe_pid" || { cat "$tmp/fe4.err" >&2; fail "the looping session had a wrong answer around a kill"; }
-fe_pid=
-loop=$(grep 'fe-session: loop:' "$tmp/fe4.err") || { cat "$tmp/fe4.err" >&2; fail "the looping session did not report"; }
-left=$(find "$share" -maxdepth 1 -name 'loop-*' | head -n 3)
-[ -z "$left" ] || fail "the loop's names left in the share (a request ran twice or not at all): $left"
+loop_end fe4 "around a kill"
 journal=$(journal_wait "killed by signal KILL; starting another \\(restart $kills of 10" SYSLOG_IDENTIFIER=vufsd) ||
         { echo "$journal" >&2; fail "the journal does not say why the serving process died"; }
 wait_state vufsd@vm1.service inactive 15 || fail "service still running after the looping session left"
@@ -523,13 +531,8 @@ upgrade_checks() {
                 { echo "$journal" | tail -n 20 >&2; fail "upgrade $k: the journal has no 'Live upgrade $k' line"; }
         journal_lines="$journal_lines
 $(grep -E "$re" <<< "$journal" | head -n 1)"
-        new=
-        for _ in $(seq 50); do
-                new=$(serving_pid "$main")
-                [ -n "$new" ] && break
-                sleep 0.1
-        done
-        [ -n "$new" ] && [ "$new" != "$serving" ] || fail "upgrade $k: the serving process is still pid $serving"
+        new=$(wait_serving "$main" "$serving" 5)
+        [ -n "$new" ] || fail "upgrade $k: the serving process is still pid $serving"
         serving=$new
         kill -0 "$fe_pid" 2>/dev/null || { cat "$tmp/fe5.err" >&2; fail "upgrade $k: the session ended"; }
 }
@@ -573,12 +576,7 @@ upgrade_checks $((upgrades + 1)) "$cur" "$next" "$out"
 postinst_out=$out
 cur=$next
 sleep 1
-exec 7>&-
-wait "$fe_pid" || { cat "$tmp/fe5.err" >&2; fail "the looping session had a wrong answer around an upgrade"; }
-fe_pid=
-loop=$(grep 'fe-session: loop:' "$tmp/fe5.err") || { cat "$tmp/fe5.err" >&2; fail "the looping session did not report"; }
-left=$(find "$share" -maxdepth 1 -name 'loop-*' | head -n 3)
-[ -z "$left" ] || fail "the loop's names left in the share after the upgrades: $left"
+loop_end fe5 "around an upgrade"
 wait_state vufsd@vm1.service inactive 15 || fail "service still running after the upgrade session left"
 [ "$(prop vufsd@vm1.service Result)" = success ] || fail "after the upgrades: Result=$(prop vufsd@vm1.service Result)"
 [ "$(prop vufsd@vm1.service NRestarts)" = 0 ] || fail "after the upgrades: systemd restarted the unit"
