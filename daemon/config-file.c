@@ -203,6 +203,11 @@ static int apply_keep_listening(Config *c, const char *path, const KeyDef *def, 
         return 0;
 }
 
+static int apply_crash_restarts(Config *c, const char *path, const KeyDef *def, const char *s, uint64_t u, bool b) {
+        c->crash_restarts = (unsigned) u;
+        return 0;
+}
+
 /* Defaults are those of the command line (config_init()); units/example.conf documents them. */
 static const KeyDef keys[] = {
         { "Share", "Directory", KEY_STRING, 0, 0, apply_directory },
@@ -228,6 +233,8 @@ static const KeyDef keys[] = {
         { "Security", "AllowHandlesBeyondShare", KEY_BOOL, 0, 0, apply_handles_beyond_share },
         { "Service", "LogLevel", KEY_STRING, 0, 0, apply_log_level },
         { "Service", "KeepListening", KEY_BOOL, 0, 0, apply_keep_listening },
+        /* --crash-restarts: the same range (docs/survival.md) */
+        { "Service", "CrashRestarts", KEY_UINT, 0, RESPAWN_MAX_RESTARTS, apply_crash_restarts },
 };
 
 static const KeyDef *find_key(const char *group, const char *key) {

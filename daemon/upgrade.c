@@ -81,8 +81,9 @@ int upgrade_start(Manager *m, char *err, size_t errlen) {
         int r;
 
         if (!survive_enabled()) {
-                snprintf(err, errlen, "Live upgrade needs --crash-restarts=N: the spawner it starts is what executes "
-                                      "the new binary (docs/survival.md)");
+                snprintf(err, errlen, "Live upgrade needs --crash-restarts=N ([Service] CrashRestarts=N in the "
+                                      "configuration file): the spawner it starts is what executes the new binary "
+                                      "(docs/survival.md)");
                 return -EOPNOTSUPP;
         }
         if (m->upgrade_started) {
@@ -130,6 +131,11 @@ int upgrade_start(Manager *m, char *err, size_t errlen) {
         }
         if (r < 0) {
                 (void) keeper_store_list(NULL, 0);
+                /* The duplicates and the memfd closed before the rings restart: each queue needs an
+                 * fd of its own to wait on (its epoll), and a save that failed for want of fds
+                 * would otherwise leave the rings stopped and the guest unanswered. */
+                passthrough_state_fds_done(&fds);
+                memfd = safe_close(memfd);
                 device_unquiesce(m->device, stopped);
                 log_error("Live upgrade refused: %s", err);
                 return r;

@@ -12,9 +12,15 @@
 #     an unprivileged user (denied), the hardening seen in /proc/PID/status;
 #   - the client disconnects: the service exits cleanly (inactive, Result=success) and the socket
 #     keeps listening; a second connection activates a fresh process;
-#   - with a drop-in adding --crash-restarts, a looping session (fe-session --loop) is served
+#   - with CrashRestarts= in /etc/vufsd/vm1.conf, a looping session (fe-session --loop) is served
 #     through several kill -KILLs of the serving process: every answer right, the unit active with
 #     the same main PID, fsctl stats showing the restarts, the journal saying why;
+#   - live upgrade under the unit: a looping session with a file held open for write is served
+#     through fsctl -i vm1 upgrade three times, alternating two /usr builds that differ in their
+#     version (each installed at the unit's ExecStart path as a package does, a new file renamed
+#     over it), then through the post-install loop of docs/survival.md run as written: each time
+#     the new version in fsctl's answer, STATUS=, fsctl status and the journal, the same main PID,
+#     active/running, NRestarts=0; every answer right, every record of the file read back;
 #   - systemctl start of the service returns once READY=1 came, and the bus name is owned by then;
 #     a real QEMU guest then mounts the share through that socket and checks data both ways;
 #   - a broken /etc/vufsd/bad.conf and a missing /etc/vufsd/nocfg.conf make their units fail once
@@ -138,6 +144,18 @@ session_start() {
         grep -q 'session on .* ok' "$tmp/$name.err" || { cat "$tmp/$name.err" >&2; fail "$what"; }
 }
 
+# loop_end NAME WHAT: ends the looping session NAME (fe-session --loop; its stdin closed), which must
+# report every answer right, and sets $loop to its report; no loop-* name may be left in the share
+# (a request that ran twice or not at all). WHAT ("around a kill") goes into the failures.
+loop_end() {
+        exec 7>&-
+        wait "$fe_pid" || { cat "$tmp/$1.err" >&2; fail "the looping session had a wrong answer $2"; }
+        fe_pid=
+        loop=$(grep 'fe-session: loop:' "$tmp/$1.err") || { cat "$tmp/$1.err" >&2; fail "the looping session did not report"; }
+        left=$(find "$share" -maxdepth 1 -name 'loop-*' | head -n 3)
+        [ -z "$left" ] || fail "the loop's names left in the share $2 (a request ran twice or not at all): $left"
+}
+
 # ---- build, root, install ----
 
 sdbuild=${VUFS_SD_BUILD_DIR:-$tmp/build-usr}
@@ -147,6 +165,17 @@ if [ ! -f "$sdbuild/build.ninja" ]; then
                 -Dvm-tests=disabled > "$tmp/setup.log" 2>&1 || { cat "$tmp/setup.log" >&2; fail "meson setup"; }
 fi
 meson compile -C "$sdbuild" > "$tmp/compile.log" 2>&1 || { tail -n 40 "$tmp/compile.log" >&2; fail "meson compile"; }
+# The other build for the live-upgrade case: the same tree, /usr-prefixed too, as vufsd-test-hooks
+# (tests/frontend/test-hooks.c: the same daemon reporting the version "X+test-hooks"; its hooks act
+# only with VUFSD_TEST_KILL set), so that two builds that differ in their version take turns at
+# /usr/libexec/vufsd. Only that target (libvufsd, main.c, test-hooks.c) is compiled.
+otherbuild=$sdbuild-other
+if [ ! -f "$otherbuild/build.ninja" ]; then
+        meson setup "$otherbuild" "$src" --prefix=/usr -Dtests=enabled -Dsystemd-tests=disabled \
+                -Dvm-tests=disabled > "$tmp/setup-other.log" 2>&1 || { cat "$tmp/setup-other.log" >&2; fail "meson setup (other build)"; }
+fi
+meson compile -C "$otherbuild" vufsd-test-hooks > "$tmp/compile-other.log" 2>&1 ||
+        { tail -n 40 "$tmp/compile-other.log" >&2; fail "meson compile vufsd-test-hooks (other build)"; }
 t_build=$(since "$t")
 
 t=$(now)
@@ -390,16 +419,13 @@ pid2=$(prop vufsd@vm1.service ExecMainPID)
 pass "second connection activated a fresh process (pid $pid2), which exited cleanly"
 
 # ---- 5b. the serving process killed under the unit (--crash-restarts, docs/survival.md) ----
-# A drop-in adds --crash-restarts to the installed ExecStart; a session loops requests by name while
+# CrashRestarts= in the instance's file turns it on (no drop-in); a session loops requests by name while
 # the host SIGKILLs the serving process (the spawner's child, found through the unit's cgroup)
 # several times: every answer right, the unit active throughout with the same main PID, fsctl stats
 # counting the restarts, the journal saying why each process died.
 kills=5
-dropin=$root/etc/systemd/system/vufsd@vm1.service.d
-mkdir -p "$dropin"
-execstart=$(grep '^ExecStart=' "$root/usr/lib/systemd/system/vufsd@.service")
-printf '[Service]\nExecStart=\n%s --crash-restarts=10\n' "$execstart" > "$dropin/crash-restarts.conf"
-ns systemctl daemon-reload || fail "daemon-reload after the --crash-restarts drop-in"
+cp "$root/etc/vufsd/vm1.conf" "$tmp/vm1.conf.orig"
+printf '[Service]\nCrashRestarts=10\n' >> "$root/etc/vufsd/vm1.conf"
 # The unit's processes as the container sees them: the supervisor (main PID), the spawner (its
 # child), the serving process (the spawner's child). Prints the serving process's pid, nothing when
 # there is none; $1 is the main PID. (A process gone meanwhile has no status: skipped.)
@@ -418,27 +444,29 @@ serving_pid() {
         done
         return 0 # none between a death and the next fork
 }
+# wait_serving MAIN NOT SECONDS: prints the serving process's pid once there is one other than NOT
+# (empty: any), waiting up to SECONDS; nothing when there is none by then.
+wait_serving() {
+        local p i
+        for i in $(seq $(($3 * 10))); do
+                p=$(serving_pid "$1")
+                [ -n "$p" ] && [ "$p" != "$2" ] && { echo "$p"; return 0; }
+                sleep 0.1
+        done
+        return 0
+}
 session_start fe4 "session with --crash-restarts" "$hostsock" --loop
 main=$(prop vufsd@vm1.service MainPID)
 [ "$(prop vufsd@vm1.service ActiveState)" = active ] && [ "$main" != 0 ] || fail "service not active under the looping session"
-grep -q -- '--crash-restarts=10' <<< "$(prop vufsd@vm1.service ExecStart)" || fail "the drop-in's ExecStart is not in effect"
+grep -q -- '--crash-restarts' <<< "$(prop vufsd@vm1.service ExecStart)" &&
+        fail "ExecStart names --crash-restarts: the unit is not the installed one, the file's key is not what is tested"
 t=$(now)
 for k in $(seq "$kills"); do
-        old=
-        for _ in $(seq 50); do
-                old=$(serving_pid "$main")
-                [ -n "$old" ] && break
-                sleep 0.1
-        done
+        old=$(wait_serving "$main" "" 5)
         [ -n "$old" ] || fail "kill $k: no serving process (the spawner's child) in the cgroup of vufsd@vm1.service"
         ns sh -c 'kill -KILL "$1"' sh "$old" || fail "kill $k: kill -KILL $old"
-        new=
-        for _ in $(seq 100); do
-                new=$(serving_pid "$main")
-                [ -n "$new" ] && [ "$new" != "$old" ] && break
-                sleep 0.1
-        done
-        [ -n "$new" ] && [ "$new" != "$old" ] || fail "kill $k: no serving process took over from pid $old within 10 s"
+        new=$(wait_serving "$main" "$old" 10)
+        [ -n "$new" ] || fail "kill $k: no serving process took over from pid $old within 10 s"
         [ "$(ns systemctl is-active vufsd@vm1.service)" = active ] || fail "kill $k: the unit is $(prop vufsd@vm1.service ActiveState)"
         [ "$(prop vufsd@vm1.service MainPID)" = "$main" ] || fail "kill $k: main PID changed from $main"
         kill -0 "$fe_pid" 2>/dev/null || { cat "$tmp/fe4.err" >&2; fail "kill $k: the session ended"; }
@@ -447,20 +475,117 @@ done
 out=$(ns fsctl -i vm1 stats 2>&1) || { echo "$out" >&2; fail "fsctl -i vm1 stats after the kills"; }
 grep -q "Restarts: $kills " <<< "$out" || { echo "$out" >&2; fail "fsctl stats does not show $kills restarts"; }
 restarts=$(grep -o 'Restarts: .*' <<< "$out")
-exec 7>&-
-wait "$fe_pid" || { cat "$tmp/fe4.err" >&2; fail "the looping session had a wrong answer around a kill"; }
-fe_pid=
-loop=$(grep 'fe-session: loop:' "$tmp/fe4.err") || { cat "$tmp/fe4.err" >&2; fail "the looping session did not report"; }
-left=$(find "$share" -maxdepth 1 -name 'loop-*' | head -n 3)
-[ -z "$left" ] || fail "the loop's names left in the share (a request ran twice or not at all): $left"
+loop_end fe4 "around a kill"
 journal=$(journal_wait "killed by signal KILL; starting another \\(restart $kills of 10" SYSLOG_IDENTIFIER=vufsd) ||
         { echo "$journal" >&2; fail "the journal does not say why the serving process died"; }
 wait_state vufsd@vm1.service inactive 15 || fail "service still running after the looping session left"
 [ "$(prop vufsd@vm1.service Result)" = success ] || fail "after the kills: Result=$(prop vufsd@vm1.service Result)"
 [ "$(prop vufsd@vm1.service NRestarts)" = 0 ] || fail "after the kills: systemd restarted the unit"
 pass "$kills x kill -KILL of the serving process under vufsd@vm1.service (main pid $main, active throughout, $(since "$t")s): ${loop#fe-session: }; fsctl stats: $restarts"
-rm -r "$dropin"
-ns systemctl daemon-reload || fail "daemon-reload after removing the drop-in"
+
+# ---- 5c. live upgrade under the unit (fsctl upgrade, docs/survival.md) ----
+# The same CrashRestarts=10. A session loops requests by name and writes a record per iteration
+# through one handle it keeps open; the host installs the other build at the unit's ExecStart path
+# (a new file renamed over it, as dpkg does) and upgrades. Each time: fsctl upgrade exits 0 naming
+# the new version; same main PID, active/running, NRestarts=0; STATUS=, fsctl status and the journal
+# show the new version; another serving process; the pause measured (LastUpgradePauseUSec).
+t=$(now)
+exe=$(prop vufsd@vm1.service ExecStart | sed -n 's/.*path=\([^ ;]*\).*/\1/p')
+[ "$exe" = /usr/libexec/vufsd ] || fail "ExecStart path is '$exe', not /usr/libexec/vufsd"
+cp "$root$exe" "$tmp/vufsd-a"
+cp "$otherbuild/tests/frontend/vufsd-test-hooks" "$tmp/vufsd-b"
+ver_a=$("$tmp/vufsd-a" --version | awk '{ print $2 }')
+ver_b=$("$tmp/vufsd-b" --version | awk '{ print $2 }')
+[ -n "$ver_a" ] && [ -n "$ver_b" ] && [ "$ver_a" != "$ver_b" ] || fail "the two builds' versions: '$ver_a' and '$ver_b'"
+# install_vufsd FILE: what a package does: the new binary written beside the old one, renamed over it.
+install_vufsd() {
+        cp "$1" "$root$exe.dpkg-new"
+        chmod 0755 "$root$exe.dpkg-new"
+        mv -f "$root$exe.dpkg-new" "$root$exe"
+}
+# upgrade_checks K FROM TO OUTPUT: the state after upgrade K from version FROM to TO, OUTPUT being
+# what fsctl upgrade printed; appends the pause to $pauses.
+upgrade_checks() {
+        local k=$1 from=$2 to=$3 out=$4 show st pause re new
+        grep -qF "vm1: upgraded from vufsd $from to vufsd $to (the guest paused" <<< "$out" ||
+                { echo "$out" >&2; fail "upgrade $k: fsctl upgrade did not print the new version $to"; }
+        show=$(ns systemctl show -p MainPID,ActiveState,SubState,NRestarts vufsd@vm1.service)
+        for want in "MainPID=$main" ActiveState=active SubState=running NRestarts=0; do
+                grep -qx "$want" <<< "$show" || { echo "$show" >&2; fail "upgrade $k: systemctl show: want $want"; }
+        done
+        for _ in $(seq 25); do
+                st=$(prop vufsd@vm1.service StatusText)
+                [ "${st% vufsd $to}" != "$st" ] && break
+                sleep 0.2
+        done
+        [ "${st% vufsd $to}" != "$st" ] || fail "upgrade $k: STATUS= does not end with 'vufsd $to': '$st'"
+        out=$(ns fsctl -i vm1 status 2>&1) || { echo "$out" >&2; fail "upgrade $k: fsctl status"; }
+        [ "$(awk '/^Version:/ { print $2 }' <<< "$out")" = "$to" ] || { echo "$out" >&2; fail "upgrade $k: fsctl status Version is not $to"; }
+        out=$(ns fsctl -i vm1 stats --json 2>&1) || { echo "$out" >&2; fail "upgrade $k: fsctl stats --json"; }
+        grep -q "\"upgrades\":$k[,}]" <<< "$out" || { echo "$out" >&2; fail "upgrade $k: fsctl stats does not count $k upgrades"; }
+        pause=$(grep -o '"last_upgrade_pause_usec":[0-9]*' <<< "$out" | cut -d: -f2)
+        [ -n "$pause" ] && [ "$pause" -gt 0 ] || { echo "$out" >&2; fail "upgrade $k: no last_upgrade_pause_usec"; }
+        pauses="$pauses $(awk -v u="$pause" 'BEGIN { printf "%.1f", u / 1000 }')"
+        re=$(sed 's/[.+]/\\&/g' <<< "Live upgrade $k: vufsd $to serves the guest's session of vufsd $from")
+        journal=$(journal_wait "$re" SYSLOG_IDENTIFIER=vufsd) ||
+                { echo "$journal" | tail -n 20 >&2; fail "upgrade $k: the journal has no 'Live upgrade $k' line"; }
+        journal_lines="$journal_lines
+$(grep -E "$re" <<< "$journal" | head -n 1)"
+        new=$(wait_serving "$main" "$serving" 5)
+        [ -n "$new" ] || fail "upgrade $k: the serving process is still pid $serving"
+        serving=$new
+        kill -0 "$fe_pid" 2>/dev/null || { cat "$tmp/fe5.err" >&2; fail "upgrade $k: the session ended"; }
+}
+# fd_report: each process of the unit's open fds and limit, for a failed upgrade's diagnosis.
+fd_report() {
+        local cg p
+        cg=$(prop vufsd@vm1.service ControlGroup)
+        for p in $(ns cat "/sys/fs/cgroup/systemd$cg/cgroup.procs" 2>/dev/null || ns cat "/sys/fs/cgroup$cg/cgroup.procs"); do
+                msg "pid $p (parent $(ns cat "/proc/$p/status" | awk '/^PPid:/ { print $2 }')): $(ns ls "/proc/$p/fd" | wc -l) fds open; $(ns cat "/proc/$p/limits" | grep 'open files' | tr -s ' ')"
+        done
+}
+session_start fe5 "session for the live upgrades" "$hostsock" --loop --open-write upgrade-kept.dat
+main=$(prop vufsd@vm1.service MainPID)
+[ "$(prop vufsd@vm1.service ActiveState)" = active ] && [ "$main" != 0 ] || fail "service not active under the looping session"
+[ "$(ns fsctl -i vm1 status | awk '/^Version:/ { print $2 }')" = "$ver_a" ] || fail "the installed vufsd is not version $ver_a"
+serving=$(serving_pid "$main")
+pauses=
+journal_lines=
+cur=$ver_a
+upgrades=3
+for k in $(seq "$upgrades"); do
+        sleep 1 # the session goes on with this binary
+        if [ "$cur" = "$ver_a" ]; then next=$ver_b; bin=$tmp/vufsd-b; else next=$ver_a; bin=$tmp/vufsd-a; fi
+        install_vufsd "$bin"
+        out=$(ns fsctl -i vm1 upgrade 2>&1) || { echo "$out" >&2; fd_report; fail "upgrade $k: fsctl -i vm1 upgrade failed"; }
+        upgrade_checks "$k" "$cur" "$next" "$out"
+        cur=$next
+done
+# Then what a package's post-installation script does, exactly as docs/survival.md "Upgrading
+# every instance after installing a new vufsd" writes it, over every instance on the system bus.
+postinst=$(awk '/^### Upgrading every instance/ { f = 1 } f && /^```sh$/ { c = 1; next } c && /^```$/ { exit } c' \
+        "$src/docs/survival.md")
+grep -q 'fsctl -i "$name" upgrade' <<< "$postinst" || fail "no post-install loop found in docs/survival.md"
+[ "$(ns fsctl list --quiet)" = vm1 ] || fail "fsctl list --quiet: '$(ns fsctl list --quiet)', want vm1"
+sleep 1
+if [ "$cur" = "$ver_a" ]; then next=$ver_b; bin=$tmp/vufsd-b; else next=$ver_a; bin=$tmp/vufsd-a; fi
+install_vufsd "$bin"
+out=$(ns sh -ec "$postinst" 2>&1) || { echo "$out" >&2; fail "the post-install loop of docs/survival.md failed"; }
+grep -q 'not upgraded' <<< "$out" && { echo "$out" >&2; fail "the post-install loop: an instance was not upgraded"; }
+upgrade_checks $((upgrades + 1)) "$cur" "$next" "$out"
+postinst_out=$out
+cur=$next
+sleep 1
+loop_end fe5 "around an upgrade"
+wait_state vufsd@vm1.service inactive 15 || fail "service still running after the upgrade session left"
+[ "$(prop vufsd@vm1.service Result)" = success ] || fail "after the upgrades: Result=$(prop vufsd@vm1.service Result)"
+[ "$(prop vufsd@vm1.service NRestarts)" = 0 ] || fail "after the upgrades: systemd restarted the unit"
+rm -f "$share/upgrade-kept.dat"
+install_vufsd "$tmp/vufsd-a" # the installed build again for what follows
+msg "journal:$journal_lines"
+msg "post-install loop: $postinst_out"
+pass "$((upgrades + 1)) live upgrades under vufsd@vm1.service alternating vufsd $ver_a and $ver_b (the last by the post-install loop of docs/survival.md; main pid $main, active/running, NRestarts=0 throughout, $(since "$t")s): ${loop#fe-session: }; pauses (LastUpgradePauseUSec, ms):$pauses"
+cp "$tmp/vm1.conf.orig" "$root/etc/vufsd/vm1.conf"
 
 # ---- 6. READY=1 implies the bus name; a real guest through the activated socket ----
 ns systemctl start vufsd@vm1.service || fail "systemctl start vufsd@vm1.service"

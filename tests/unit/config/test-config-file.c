@@ -68,7 +68,8 @@ START_TEST(test_full_file) {
                               "AllowHandlesBeyondShare=yes\n"
                               "[Service]\n"
                               "LogLevel=debug\n"
-                              "KeepListening=true\n",
+                              "KeepListening=true\n"
+                              "CrashRestarts=5\n",
                               &c),
                          1);
         ck_assert_str_eq(c.shared_dir, "/srv/vufsd/vm1");
@@ -89,6 +90,7 @@ START_TEST(test_full_file) {
         ck_assert_uint_eq(c.rlimit_nofile, 4096);
         ck_assert_int_eq(c.log_level, LOG_DEBUG);
         ck_assert(c.keep_listening);
+        ck_assert_uint_eq(c.crash_restarts, 5);
         config_done(&c);
 }
 END_TEST
@@ -107,6 +109,8 @@ START_TEST(test_defaults_kept) {
         ck_assert_int_eq(c.threads_given, -1);
         ck_assert_int_eq(c.sandbox, d.sandbox);
         ck_assert(c.fs.flock == d.fs.flock);
+        ck_assert_uint_eq(c.crash_restarts, 0); /* off unless asked for */
+        ck_assert_uint_eq(d.crash_restarts, 0);
         config_done(&c);
         config_done(&d);
 }
@@ -143,6 +147,11 @@ START_TEST(test_bad_files) {
                 "[Security]\nSeccomp=allow\n",
                 "[Security]\nRlimitNofile=0\n",
                 "[Service]\nLogLevel=loud\n",
+                "[Service]\nCrashRestarts=65\n", /* --crash-restarts' range: 0..64 */
+                "[Service]\nCrashRestarts=-1\n",
+                "[Service]\nCrashRestarts=five\n",
+                "[Service]\nCrashRestarts=\n",
+                "[Security]\nCrashRestarts=5\n", /* wrong section */
                 "not a key file\n",
                 "Directory=/x\n", /* key outside any section */
         };
@@ -192,6 +201,35 @@ START_TEST(test_command_line_overrides) {
         ck_assert(c.fs.flock);
         ck_assert_int_eq(c.thread_pool_size_given, 2);
         ck_assert_uint_eq(c.poll_us, 0); /* --poll-us=0 beats the file's PollUSec */
+        config_done(&c);
+}
+END_TEST
+
+/* [Service] CrashRestarts= is --crash-restarts: 0..64, the bounds accepted, the command line on top
+ * (an instance whose file turns it on can be started once without it). */
+START_TEST(test_crash_restarts) {
+        char *off[] = { "vufsd", "--crash-restarts=0", NULL };
+        char *more[] = { "vufsd", "--crash-restarts=12", NULL };
+        char *none[] = { "vufsd", NULL };
+        Config c;
+
+        ck_assert_int_eq(load("[Share]\nDirectory=/x\n[Service]\nCrashRestarts=64\n", &c), 1);
+        ck_assert_uint_eq(c.crash_restarts, 64);
+        config_done(&c);
+        ck_assert_int_eq(load("[Service]\nCrashRestarts=0\n", &c), 1);
+        ck_assert_uint_eq(c.crash_restarts, 0);
+        config_done(&c);
+        ck_assert_int_eq(load("[Service]\nCrashRestarts=5\n", &c), 1);
+        ck_assert_int_eq(config_parse_argv(&c, 1, none), 0);
+        ck_assert_uint_eq(c.crash_restarts, 5); /* not on the command line: the file's */
+        config_done(&c);
+        ck_assert_int_eq(load("[Service]\nCrashRestarts=5\n", &c), 1);
+        ck_assert_int_eq(config_parse_argv(&c, 2, off), 0);
+        ck_assert_uint_eq(c.crash_restarts, 0);
+        config_done(&c);
+        ck_assert_int_eq(load("[Service]\nCrashRestarts=5\n", &c), 1);
+        ck_assert_int_eq(config_parse_argv(&c, 2, more), 0);
+        ck_assert_uint_eq(c.crash_restarts, 12);
         config_done(&c);
 }
 END_TEST
@@ -365,6 +403,7 @@ static Suite *config_file_suite(void) {
         tcase_add_test(tc, test_bad_files);
         tcase_add_test(tc, test_missing_file);
         tcase_add_test(tc, test_command_line_overrides);
+        tcase_add_test(tc, test_crash_restarts);
         tcase_add_test(tc, test_o_commas);
         tcase_add_test(tc, test_instance_names);
         tcase_add_test(tc, test_bus_user);
