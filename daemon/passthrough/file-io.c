@@ -21,6 +21,7 @@
 #include "lookup.h"
 #include "mapped-mode.h"
 #include "passthrough-internal.h"
+#include "session-journal.h"
 #include "request-progress.h"
 #include "util.h"
 #include "xattr.h"
@@ -360,7 +361,10 @@ int pt_release(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t 
         r = handle_map_get_to_release(p->handles, fh, nodeid, &h);
         if (r < 0)
                 return r;
-        if (flock_unlock)
+        /* The open file's flock ends with the guest's last close. With --crash-restarts the keeper
+         * holds a duplicate of the fd until it has handled the release (session-journal.h): the
+         * flock is taken off now rather than when the last copy closes. */
+        if (flock_unlock || (journal_active() && handle_flock_type(h) != F_UNLCK))
                 (void) flock(h->fd, LOCK_UN);
         r = handle_map_remove(p->handles, fh, nodeid, 0);
         if (r < 0)

@@ -92,6 +92,19 @@ static int lock_handle(Passthrough *p, uint64_t fh, uint64_t nodeid, Handle **re
         return 0;
 }
 
+/* l's locks end now, before its fd closes: with --crash-restarts the keeper holds a duplicate of the
+ * OFD (session-journal.h) until it has handled the removal, and a close would leave them held
+ * meanwhile (another owner's lock right after this one's FLUSH or RELEASE would conflict). */
+static void plock_end(PLock *l) {
+        struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET };
+
+        if (!journal_active())
+                return;
+        pthread_mutex_lock(&l->set_lock);
+        (void) fcntl(l->fd, F_OFD_SETLK, &fl);
+        pthread_mutex_unlock(&l->set_lock);
+}
+
 void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
         gpointer k = NULL, v = NULL;
 
@@ -99,8 +112,10 @@ void plock_drop_owner(Passthrough *p, Inode *i, uint64_t owner) {
         if (!i->plocks || !g_hash_table_steal_extended(i->plocks, &owner, &k, &v))
                 k = v = NULL;
         pthread_mutex_unlock(&i->plock_mutex);
-        if (v)
+        if (v) {
+                plock_end(v);
                 journal_plock_gone(i->nodeid, owner);
+        }
         /* Outside the lock: the fd closes (and its locks go) now, or when the last request still
          * using it is done. */
         g_free(k);
@@ -124,8 +139,10 @@ static void drop_through(Inode *i, uint64_t fh) {
                         }
         }
         pthread_mutex_unlock(&i->plock_mutex);
-        for (guint n = 0; n < gone->len; n++)
+        for (guint n = 0; n < gone->len; n++) {
+                plock_end(gone->pdata[n]);
                 journal_plock_gone(i->nodeid, ((PLock *) gone->pdata[n])->owner);
+        }
 }
 
 void plock_drop_handle(Passthrough *p, Handle *h) {
