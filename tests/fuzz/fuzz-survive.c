@@ -92,18 +92,6 @@ typedef struct Req {
         int answered;
 } Req;
 
-typedef struct Input {
-        const uint8_t *p;
-        size_t left;
-} Input;
-
-static uint8_t next(Input *in) {
-        if (in->left == 0)
-                return 0;
-        in->left--;
-        return *in->p++;
-}
-
 typedef struct Poison {
         uint8_t target, value;
         uint16_t off;
@@ -243,26 +231,37 @@ static void send_state(uint32_t request, unsigned idx, unsigned num) {
 /* ---- the supervisor: the keeper's records ---- */
 
 /* Every message on the channel the keeper reads, handled as sandbox.c's supervisor does. */
+/* One message of the keeper's channel and its fds (at most KEEPER_MAX_FDS, owned by the caller). */
+static ssize_t recv_record(int fd, uint8_t *buf, size_t size, int fds[static KEEPER_MAX_FDS], size_t *ret_n_fds,
+                           int flags) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * KEEPER_MAX_FDS)];
+        } control;
+        struct iovec iov = { buf, size };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
+                             .msg_controllen = sizeof control };
+        ssize_t n = recvmsg(fd, &mh, flags | MSG_CMSG_CLOEXEC);
+
+        *ret_n_fds = 0;
+        if (n <= 0)
+                return n;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+                        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
+                                memcpy(&fds[(*ret_n_fds)++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        return n;
+}
+
 static void keeper_pump(int fd) {
         for (;;) {
                 uint8_t buf[KEEPER_MAX_RECORD + 64];
-                union {
-                        struct cmsghdr align;
-                        char buf[CMSG_SPACE(sizeof(int) * KEEPER_MAX_FDS)];
-                } control;
-                struct iovec iov = { buf, sizeof buf };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
-                                     .msg_controllen = sizeof control };
                 int fds[KEEPER_MAX_FDS];
-                size_t n_fds = 0;
-                ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+                size_t n_fds;
+                ssize_t n = recv_record(fd, buf, sizeof buf, fds, &n_fds, MSG_DONTWAIT);
 
                 if (n <= 0)
                         return;
-                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-                                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
-                                        memcpy(&fds[n_fds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
                 (void) keeper_handle(fd, buf, (size_t) n, fds, n_fds);
         }
 }
@@ -292,25 +291,14 @@ static void apply_poison(void) {
                 abort();
         for (unsigned slot = KEEPER_SLOT_DEVICE; slot <= KEEPER_SLOT_SESSION; slot++) {
                 uint8_t fetch[6] = { KEEPER_TAG_FETCH, (uint8_t) slot }, buf[KEEPER_MAX_RECORD + 2];
-                union {
-                        struct cmsghdr align;
-                        char buf[CMSG_SPACE(sizeof(int) * KEEPER_MAX_FDS)];
-                } control;
-                struct iovec iov = { buf, sizeof buf };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
-                                     .msg_controllen = sizeof control };
                 int fds[KEEPER_MAX_FDS];
-                size_t n_fds = 0, len;
+                size_t n_fds, len;
                 ssize_t n;
 
                 (void) keeper_handle(sp[0], fetch, sizeof fetch, NULL, 0);
-                n = recvmsg(sp[1], &mh, MSG_CMSG_CLOEXEC);
+                n = recv_record(sp[1], buf, sizeof buf, fds, &n_fds, 0);
                 if (n < 2)
                         abort();
-                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-                                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
-                                        memcpy(&fds[n_fds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
                 len = (size_t) n - 2;
                 for (unsigned i = 0; i < S.n_poison; i++) {
                         Poison *p = &S.poison[i];
@@ -551,6 +539,12 @@ static size_t put_name(uint8_t *p, uint8_t n) {
         return strlen(s) + 1;
 }
 
+/* A request's fixed part at p; its length. */
+static size_t put(uint8_t *p, const void *v, size_t n) {
+        memcpy(p, v, n);
+        return n;
+}
+
 /* One request of kind k into buf; its length. */
 static size_t fuse_request(Input *in, Req *rq, uint8_t *buf) {
         struct fuse_in_header *h = (struct fuse_in_header *) buf;
@@ -562,18 +556,14 @@ static size_t fuse_request(Input *in, Req *rq, uint8_t *buf) {
         switch (kind % 16) {
         case 0:
                 h->opcode = FUSE_MKDIR;
-                memcpy(p, &(struct fuse_mkdir_in) { .mode = 0755, .umask = 022 }, sizeof(struct fuse_mkdir_in));
-                len += sizeof(struct fuse_mkdir_in);
+                len += put(p, &(struct fuse_mkdir_in) { .mode = 0755, .umask = 022 }, sizeof(struct fuse_mkdir_in));
                 len += put_name(buf + len, n);
                 break;
         case 1:
                 h->opcode = FUSE_CREATE;
-                memcpy(p,
-                       &(struct fuse_create_in) { .flags = O_RDWR | O_CREAT | ((a & 1) ? O_EXCL : 0) |
+                len += put(p, &(struct fuse_create_in) { .flags = O_RDWR | O_CREAT | ((a & 1) ? O_EXCL : 0) |
                                                            ((a & 2) ? O_APPEND : 0) | ((a & 4) ? O_TRUNC : 0),
-                                                  .mode = 0100644, .umask = 022 },
-                       sizeof(struct fuse_create_in));
-                len += sizeof(struct fuse_create_in);
+                                                  .mode = 0100644, .umask = 022 }, sizeof(struct fuse_create_in));
                 len += put_name(buf + len, n);
                 break;
         case 2: {
@@ -593,8 +583,7 @@ static size_t fuse_request(Input *in, Req *rq, uint8_t *buf) {
                 break;
         case 4:
                 h->opcode = FUSE_RENAME;
-                memcpy(p, &(struct fuse_rename_in) { .newdir = FUSE_ROOT_ID }, sizeof(struct fuse_rename_in));
-                len += sizeof(struct fuse_rename_in);
+                len += put(p, &(struct fuse_rename_in) { .newdir = FUSE_ROOT_ID }, sizeof(struct fuse_rename_in));
                 len += put_name(buf + len, n);
                 len += put_name(buf + len, a);
                 break;
@@ -604,8 +593,7 @@ static size_t fuse_request(Input *in, Req *rq, uint8_t *buf) {
                 break;
         case 6:
                 h->opcode = FUSE_LINK;
-                memcpy(p, &(struct fuse_link_in) { .oldnodeid = S.nodeid ?: 2 }, sizeof(struct fuse_link_in));
-                len += sizeof(struct fuse_link_in);
+                len += put(p, &(struct fuse_link_in) { .oldnodeid = S.nodeid ?: 2 }, sizeof(struct fuse_link_in));
                 len += put_name(buf + len, n);
                 break;
         case 7:
@@ -615,8 +603,7 @@ static size_t fuse_request(Input *in, Req *rq, uint8_t *buf) {
                 break;
         case 8:
                 h->opcode = FUSE_MKNOD;
-                memcpy(p, &(struct fuse_mknod_in) { .mode = 0100600, .umask = 022 }, sizeof(struct fuse_mknod_in));
-                len += sizeof(struct fuse_mknod_in);
+                len += put(p, &(struct fuse_mknod_in) { .mode = 0100600, .umask = 022 }, sizeof(struct fuse_mknod_in));
                 len += put_name(buf + len, n);
                 break;
         case 9:
@@ -633,9 +620,8 @@ static size_t fuse_request(Input *in, Req *rq, uint8_t *buf) {
                 h->opcode = (kind % 16 == 11) ? FUSE_SETXATTR : FUSE_REMOVEXATTR;
                 h->nodeid = S.nodeid ?: FUSE_ROOT_ID;
                 if (h->opcode == FUSE_SETXATTR) {
-                        memcpy(p, &(struct fuse_setxattr_in) { .size = 2, .flags = a & 3 },
-                               sizeof(struct fuse_setxattr_in));
-                        len += sizeof(struct fuse_setxattr_in);
+                        len += put(p, &(struct fuse_setxattr_in) { .size = 2, .flags = a & 3 },
+                                   sizeof(struct fuse_setxattr_in));
                 }
                 memcpy(buf + len, "user.k", 7);
                 len += 7;
@@ -647,15 +633,13 @@ static size_t fuse_request(Input *in, Req *rq, uint8_t *buf) {
         case 13:
                 h->opcode = FUSE_FALLOCATE;
                 h->nodeid = S.nodeid ?: FUSE_ROOT_ID;
-                memcpy(p, &(struct fuse_fallocate_in) { .fh = S.fh, .length = 512u * (1 + n % 8), .mode = a & 3 },
-                       sizeof(struct fuse_fallocate_in));
-                len += sizeof(struct fuse_fallocate_in);
+                len += put(p, &(struct fuse_fallocate_in) { .fh = S.fh, .length = 512u * (1 + n % 8), .mode = a & 3 },
+                           sizeof(struct fuse_fallocate_in));
                 break;
         case 14:
                 h->opcode = FUSE_OPEN;
                 h->nodeid = S.nodeid ?: FUSE_ROOT_ID;
-                memcpy(p, &(struct fuse_open_in) { .flags = (a & 1) ? O_RDWR : O_RDONLY }, sizeof(struct fuse_open_in));
-                len += sizeof(struct fuse_open_in);
+                len += put(p, &(struct fuse_open_in) { .flags = (a & 1) ? O_RDWR : O_RDONLY }, sizeof(struct fuse_open_in));
                 break;
         default: /* whatever the input says after a header's worth of it */
                 rq->garbage = true;
@@ -742,6 +726,24 @@ static void death(void) {
 
         if (S.child <= 0)
                 return;
+        if (getenv("VUFSD_FUZZ_VERBOSE")) {
+                for (int t = S.child; t < S.child + 64; t++) {
+                        char path[96], sc[128] = "", comm[32] = "";
+                        FILE *f;
+                        snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int) S.child, t);
+                        if (!(f = fopen(path, "re")))
+                                continue;
+                        (void) !fgets(sc, sizeof sc, f);
+                        fclose(f);
+                        snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int) S.child, t);
+                        if ((f = fopen(path, "re"))) {
+                                (void) !fgets(comm, sizeof comm, f);
+                                fclose(f);
+                        }
+                        comm[strcspn(comm, "\n")] = 0;
+                        fprintf(stderr, "fuzz-survive: task %d %s: %s", t, comm, sc);
+                }
+        }
         (void) kill(S.child, SIGKILL);
         for (;;) {
                 keeper_pump(S.keeper_fd);
@@ -857,8 +859,15 @@ static void end_session(void) {
                 uint64_t end = now_us() + 5000000;
                 while (in_flight() > 0 && now_us() < end)
                         pump_for(200);
-                if (in_flight() > 0)
+                if (in_flight() > 0) {
+                        for (unsigned k = 0; k < S.num / 2; k++)
+                                if (S.slot_req[k] >= 0)
+                                        fprintf(stderr, "fuzz-survive: unanswered: request %d, opcode %u, head %u\n",
+                                                S.slot_req[k], S.reqs[S.slot_req[k]].opcode, 2 * k);
+                        fprintf(stderr, "fuzz-survive: avail %u, used %u, %u deaths\n", S.avail_idx,
+                                ring_used()->idx, S.deaths);
                         die("requests never answered after the takeover");
+                }
                 if (ring_used()->idx != S.avail_idx)
                         die("the used index is not the avail index with every request answered");
         }
