@@ -639,7 +639,8 @@ static size_t fuse_request(Input *in, Req *rq, uint8_t *buf) {
         case 14:
                 h->opcode = FUSE_OPEN;
                 h->nodeid = S.nodeid ?: FUSE_ROOT_ID;
-                len += put(p, &(struct fuse_open_in) { .flags = (a & 1) ? O_RDWR : O_RDONLY }, sizeof(struct fuse_open_in));
+                len += put(p, &(struct fuse_open_in) { .flags = (a & 1) ? O_RDWR : O_RDONLY },
+                           sizeof(struct fuse_open_in));
                 break;
         default: /* whatever the input says after a header's worth of it */
                 rq->garbage = true;
