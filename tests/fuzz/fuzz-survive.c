@@ -262,6 +262,9 @@ static void keeper_pump(int fd) {
 
                 if (n <= 0)
                         return;
+                /* sandbox.c's supervisor reads KEEPER_MAX_RECORD + 15 bytes: a longer one it drops. */
+                if (n > KEEPER_MAX_RECORD + 15)
+                        die("a keeper message longer than the supervisor reads");
                 (void) keeper_handle(fd, buf, (size_t) n, fds, n_fds);
         }
 }
@@ -282,11 +285,20 @@ static void *keeper_thread(void *arg) {
 }
 
 /* A slot's record and fds out of the keeper and back in, changed by the program's poison. */
-static void apply_poison(void) {
-        int sp[2];
+static void keeper_records(bool dump);
 
+static void apply_poison(void) {
         if (S.n_poison == 0)
                 return;
+        keeper_records(false);
+        S.n_poison = 0;
+}
+
+/* Each record slot out of the keeper and back in: poisoned as the program says, or (dump) printed
+ * for a report. */
+static void keeper_records(bool dump) {
+        int sp[2];
+
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
                 abort();
         for (unsigned slot = KEEPER_SLOT_DEVICE; slot <= KEEPER_SLOT_SESSION; slot++) {
@@ -300,7 +312,13 @@ static void apply_poison(void) {
                 if (n < 2)
                         abort();
                 len = (size_t) n - 2;
-                for (unsigned i = 0; i < S.n_poison; i++) {
+                if (dump) {
+                        fprintf(stderr, "fuzz-survive: keeper slot %u: %zu bytes, %zu fds:", slot, len, n_fds);
+                        for (size_t i = 0; i < len && i < 64; i++)
+                                fprintf(stderr, " %02x", buf[2 + i]);
+                        fputc('\n', stderr);
+                }
+                for (unsigned i = 0; !dump && i < S.n_poison; i++) {
                         Poison *p = &S.poison[i];
                         if (p->target == 0 && slot == KEEPER_SLOT_DEVICE && len >= 8 + sizeof(DeviceSnapshot)) {
                                 DeviceSnapshot ds;
@@ -321,7 +339,6 @@ static void apply_poison(void) {
         }
         close(sp[0]);
         close(sp[1]);
-        S.n_poison = 0;
 }
 
 /* ---- the serving processes ---- */
@@ -417,6 +434,8 @@ static void take_over_here(void) {
                 die("manager_new");
         r = survive_resume(S.m);
         if (r <= 0) {
+                if (r < 0 && !S.poisoned)
+                        keeper_records(true);
                 if (r < 0 && !S.poisoned)
                         die("the takeover failed on records nobody poisoned");
                 S.over = true;
