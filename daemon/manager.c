@@ -26,6 +26,10 @@
  * can be switched over D-Bus at any time. */
 #define STATUS_INTERVAL_USEC (5 * 1000000ULL)
 
+static void manager_before_reply(void *userdata) {
+        survive_checkpoint(userdata);
+}
+
 int manager_new(Manager **ret, const Config *c) {
         _cleanup_(manager_freep) Manager *m = NULL;
         RequestHandler handler;
@@ -82,6 +86,10 @@ int manager_new(Manager **ret, const Config *c) {
                 return log_error_errno(r, "Failed to set up statistics: %m");
         device_attach(m->device, m->executor, m->stats);
         device_track_progress(m->device, survive_enabled());
+        /* The device's record is stored before a reply tells the frontend a change is made: a death
+         * between the two would lose it (fuzz-survive found an acked SET_VRING_ENABLE lost, the
+         * ring never ran again). on_connection_io() stores after the messages without a reply. */
+        device_set_before_reply(m->device, manager_before_reply, m);
         survive_test_hooks_install(m->device);
         device_set_poll_us(m->device, c->poll_us);
         *ret = TAKE_PTR(m);

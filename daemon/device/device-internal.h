@@ -122,6 +122,9 @@ struct Device {
         Executor *executor;
         Stats *stats;
         DeviceStepHook step_hook; /* test builds only (device.h); set before any queue starts */
+        /* device_set_before_reply(): main thread, set before the frontend connects */
+        void (*before_reply)(void *data);
+        void *before_reply_data;
         bool track_progress;      /* device_track_progress(); set before any queue starts */
 
         /* Busy-poll window in microseconds before a request queue thread sleeps (0 = never);

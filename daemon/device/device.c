@@ -470,6 +470,11 @@ int device_set_vring_inflight(Device *d, unsigned idx, int fd) {
         return 0;
 }
 
+void device_set_before_reply(Device *d, void (*fn)(void *data), void *data) {
+        d->before_reply = fn;
+        d->before_reply_data = data;
+}
+
 void device_set_step_hook(Device *d, DeviceStepHook hook) {
         d->step_hook = hook;
 }

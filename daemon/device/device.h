@@ -162,6 +162,11 @@ typedef enum DeviceStep {
 typedef void (*DeviceStepHook)(DeviceStep step, const void *header);
 /* NULL in vufsd: manager.c installs one only where a test build defines it. */
 void device_set_step_hook(Device *d, DeviceStepHook hook);
+/* Called right before any vhost-user reply or ack goes to the frontend, the request applied
+ * (VhostUserBackendOps.before_reply): the composition stores the device's state for a process that
+ * takes over there (survive_checkpoint()), so that no change the frontend was answered for dies with
+ * this process. Before the frontend connects; main thread. */
+void device_set_before_reply(Device *d, void (*fn)(void *data), void *data);
 /* Requests tell their host call's progress (request-progress.h) into the in-flight tables: with
  * --crash-restarts only (it costs a name operation one more system call). */
 void device_track_progress(Device *d, bool on);

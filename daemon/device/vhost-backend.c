@@ -102,7 +102,15 @@ static int vb_check_device_state(void *b) {
         return device_check_state(b);
 }
 
+static void vb_before_reply(void *b) {
+        Device *d = b;
+
+        if (d->before_reply)
+                d->before_reply(d->before_reply_data);
+}
+
 const VhostUserBackendOps device_vhost_ops = {
+        .before_reply = vb_before_reply,
         .offered_features = vb_offered_features,
         .offered_protocol_features = vb_offered_protocol_features,
         .protocol_features = vb_protocol_features,

@@ -141,7 +141,8 @@ fail:
         return r;
 }
 
-static int send_reply(int fd, const VhostUserMsg *req, const void *payload, uint32_t size) {
+static int send_reply(const VhostUserBackendOps *ops, void *d, int fd, const VhostUserMsg *req, const void *payload,
+                      uint32_t size) {
         VhostUserHeader h = {
                 .request = req->hdr.request,
                 .flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK,
@@ -151,6 +152,8 @@ static int send_reply(int fd, const VhostUserMsg *req, const void *payload, uint
         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
         ssize_t n;
 
+        if (ops->before_reply)
+                ops->before_reply(d);
         do
                 n = sendmsg(fd, &mh, MSG_NOSIGNAL);
         while (n < 0 && errno == EINTR);
@@ -166,8 +169,8 @@ static int send_reply(int fd, const VhostUserMsg *req, const void *payload, uint
         return 0;
 }
 
-static int reply_u64(int fd, const VhostUserMsg *req, uint64_t v) {
-        return send_reply(fd, req, &v, sizeof v);
+static int reply_u64(const VhostUserBackendOps *ops, void *d, int fd, const VhostUserMsg *req, uint64_t v) {
+        return send_reply(ops, d, fd, req, &v, sizeof v);
 }
 
 /* Checks the payload is exactly as large as the request's layout. */
@@ -242,17 +245,17 @@ static int handle_get_config(const VhostUserBackendOps *ops, void *d, int fd, co
 
         if (msg->hdr.size < sizeof req) {
                 log_warning("vhost-user GET_CONFIG: payload of %u bytes is shorter than its header", msg->hdr.size);
-                return send_reply(fd, msg, &reply.h, 0);
+                return send_reply(ops, d, fd, msg, &reply.h, 0);
         }
         memcpy(&req, msg->payload.raw, sizeof req);
         reply.h = req;
         if (req.offset > n || req.size > n - req.offset || msg->hdr.size != sizeof req + req.size) {
                 log_debug("vhost-user GET_CONFIG: window %u+%u outside the %zu-byte config space", req.offset,
                           req.size, n);
-                return send_reply(fd, msg, &reply.h, sizeof reply.h);
+                return send_reply(ops, d, fd, msg, &reply.h, sizeof reply.h);
         }
         memcpy(reply.region, space + req.offset, req.size);
-        return send_reply(fd, msg, &reply, (uint32_t) (sizeof reply.h + req.size));
+        return send_reply(ops, d, fd, msg, &reply, (uint32_t) (sizeof reply.h + req.size));
 }
 
 /* Handles one request. Returns >= 0 (the ack value is 0) or negative errno (ack non-zero);
@@ -264,7 +267,7 @@ static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMs
         switch (msg->hdr.request) {
         case VHOST_USER_GET_FEATURES:
                 *replied = true;
-                return reply_u64(fd, msg, ops->offered_features(d));
+                return reply_u64(ops, d, fd, msg, ops->offered_features(d));
 
         case VHOST_USER_SET_FEATURES:
                 r = expect_size(msg, sizeof(uint64_t));
@@ -272,7 +275,7 @@ static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMs
 
         case VHOST_USER_GET_PROTOCOL_FEATURES:
                 *replied = true;
-                return reply_u64(fd, msg, ops->offered_protocol_features(d));
+                return reply_u64(ops, d, fd, msg, ops->offered_protocol_features(d));
 
         case VHOST_USER_SET_PROTOCOL_FEATURES:
                 r = expect_size(msg, sizeof(uint64_t));
@@ -306,11 +309,11 @@ static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMs
 
         case VHOST_USER_GET_QUEUE_NUM:
                 *replied = true;
-                return reply_u64(fd, msg, ops->queue_count(d));
+                return reply_u64(ops, d, fd, msg, ops->queue_count(d));
 
         case VHOST_USER_GET_MAX_MEM_SLOTS:
                 *replied = true;
-                return reply_u64(fd, msg, GUEST_MEMORY_MAX_REGIONS);
+                return reply_u64(ops, d, fd, msg, GUEST_MEMORY_MAX_REGIONS);
 
         case VHOST_USER_SET_MEM_TABLE:
                 if (msg->hdr.size < 8 || msg->payload.memory.nregions > VHOST_USER_MAX_RAM_SLOTS ||
@@ -354,7 +357,7 @@ static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMs
                 /* The frontend waits for this reply whatever happened; an unknown queue reads 0. */
                 s = (struct vhost_vring_state) { .index = msg->payload.state.index, .num = r < 0 ? 0 : base };
                 *replied = true;
-                return send_reply(fd, msg, &s, sizeof s);
+                return send_reply(ops, d, fd, msg, &s, sizeof s);
         }
 
         case VHOST_USER_SET_VRING_KICK:
@@ -386,7 +389,7 @@ static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMs
                         r = ops->set_log_base(d, msg->payload.log.mmap_size, msg->payload.log.mmap_offset, msg->fds[0]);
                         msg->n_fds = 0;
                 }
-                return reply_u64(fd, msg, r < 0 ? 1 : 0);
+                return reply_u64(ops, d, fd, msg, r < 0 ? 1 : 0);
 
         case VHOST_USER_SET_DEVICE_STATE_FD:
                 *replied = true;
@@ -402,14 +405,14 @@ static int dispatch(const VhostUserBackendOps *ops, void *d, int fd, VhostUserMs
                         msg->n_fds = 0;
                 }
                 /* Never a pipe of our own: the frontend's end is used. */
-                return reply_u64(fd, msg, (r < 0 ? 1 : 0) | VHOST_USER_TRANSFER_NO_FD);
+                return reply_u64(ops, d, fd, msg, (r < 0 ? 1 : 0) | VHOST_USER_TRANSFER_NO_FD);
 
         case VHOST_USER_CHECK_DEVICE_STATE:
                 *replied = true;
                 r = expect_feature_request(ops, d, VHOST_USER_PROTOCOL_F_DEVICE_STATE, msg, 0, 0);
                 if (r >= 0)
                         r = ops->check_device_state(d);
-                return reply_u64(fd, msg, r < 0 ? 1 : 0);
+                return reply_u64(ops, d, fd, msg, r < 0 ? 1 : 0);
 
         default:
                 log_warning("Unsupported vhost-user request %u (%s), size %u: refusing it", msg->hdr.request,
@@ -435,7 +438,7 @@ int vhost_user_handle(const VhostUserBackendOps *ops, void *d, int fd, VhostUser
         if (r < 0)
                 log_debug_errno(r, "vhost-user %s failed: %m", vhost_user_request_to_string(msg->hdr.request));
         if (need_ack) {
-                s = reply_u64(fd, msg, r < 0 ? 1 : 0);
+                s = reply_u64(ops, d, fd, msg, r < 0 ? 1 : 0);
                 if (s < 0)
                         return s;
         }

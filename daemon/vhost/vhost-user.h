@@ -181,6 +181,11 @@ typedef struct VhostUserBackendOps {
         /* GET_CONFIG: writes the device's config space (at most size bytes) and returns its
          * length; 0 when there is none. NULL: no config space. */
         size_t (*get_config)(void *b, uint8_t *buf, size_t size);
+        /* Right before any reply or ack goes to the frontend, the request applied: a backend that
+         * keeps its state outside the process for one that takes over after its death stores it
+         * here, so that a change the frontend was answered for is never lost with the process.
+         * NULL: nothing to do. */
+        void (*before_reply)(void *b);
 } VhostUserBackendOps;
 
 /* The largest config space GET_CONFIG serves (the message payload's bound). */

@@ -7,6 +7,19 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
+/* A program the fuzzer wrote, read a byte at a time; past its end every byte reads as 0. */
+typedef struct Input {
+        const uint8_t *p;
+        size_t left;
+} Input;
+
+static inline uint8_t next(Input *in) {
+        if (in->left == 0)
+                return 0;
+        in->left--;
+        return *in->p++;
+}
+
 /* Creates (once per process) a shared directory with a few entries of every type and returns its
  * path. */
 const char *fuzz_shared_dir(void);

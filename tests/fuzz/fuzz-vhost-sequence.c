@@ -60,18 +60,6 @@ static FuseServer *fs;
 static Device *dev;
 static int sv[2] = { -1, -1 };
 
-typedef struct Input {
-        const uint8_t *p;
-        size_t left;
-} Input;
-
-static uint8_t next(Input *in) {
-        if (in->left == 0)
-                return 0;
-        in->left--;
-        return *in->p++;
-}
-
 typedef struct Ring {
         unsigned num;
         int region;

@@ -330,5 +330,55 @@ journal("journal-tree", [([st_node(133, 65, "fcde", REG, slot=-1)], False), ([st
 journal("journal-out-of-step", [([st_node(133, 65, "orph", REG)], False), ([st_handle(0x101, 133, slot=0)], True),
                                 ([st_lock(0x77, 9, 0x999, 0, 9, slot=0)], True), ([st_node(7, 1, "kept", REG)], False),
                                 ([st_session()], False)])
+# ---- kills interleaved with traffic (fuzz-survive.c documents the program format) ----
+SK = dict(mkdir=0, create=1, write=2, unlink=3, rename=4, rmdir=5, link=6, symlink=7, mknod=8, lookup=9,
+          getattr=10, setxattr=11, removexattr=12, fallocate=13, open=14)
+# kill_opcodes in fuzz-survive.c; names: a b c file dir
+KILL_OP = dict(any=0, mkdir=1, create=2, write=3, unlink=4, rename=5, link=6, rmdir=7, setxattr=8, lookup=9)
+STEPS = ["popped", "host", "replied", "pushed", "published"]
+
+
+def sv(setup, *ops):
+    b = bytes([setup])
+    for o in ops:
+        if o[0] == "fuse":
+            b += bytes([0, SK[o[1]], o[2] if len(o) > 2 else 0, o[3] if len(o) > 3 else 0])
+        elif o[0] == "kill":
+            b += bytes([3, STEPS.index(o[1]), KILL_OP[o[2]]])
+        elif o[0] == "die":
+            b += bytes([4])
+        elif o[0] == "wait":
+            b += bytes([5, o[1]])
+        elif o[0] == "vhost":
+            b += bytes([6, o[1], o[2] if len(o) > 2 else 0])
+        elif o[0] == "poison":
+            b += bytes([7, o[1], o[2] & 0xff, o[2] >> 8, o[3]])
+    return b
+
+
+W = ("wait", 0x80)  # until every request is answered
+# The request each opcode's kill needs before it: a file open for WRITE, an existing name for
+# UNLINK and RENAME ("file", name 3), a new name for MKDIR and CREATE ("a", "b").
+before = dict(mkdir=[], create=[], write=[("fuse", "create", 1, 0), W], unlink=[], rename=[])
+req = dict(mkdir=("fuse", "mkdir", 0), create=("fuse", "create", 1, 1), write=("fuse", "write", 5, 0),
+           unlink=("fuse", "unlink", 3), rename=("fuse", "rename", 3, 0))
+for op in ["mkdir", "create", "write", "unlink", "rename"]:
+    for i, step in enumerate(STEPS):
+        # setup byte: thread mode inline, pool, auto in turn
+        write("fuzz-survive", "kill-%s-%s" % (step, op),
+              sv(i % 3, *before[op], ("kill", step, op), req[op], W, W, ("fuse", "getattr", 0), W))
+write("fuzz-survive", "three-deaths", sv(2, ("fuse", "mkdir", 0), ("die",), ("fuse", "create", 1), ("kill", "host", "any"),
+                                         ("fuse", "unlink", 3), W, ("die",), ("fuse", "rename", 1, 2), W))
+write("fuzz-survive", "die-at-once", sv(0, ("die",), ("fuse", "lookup", 3), W))
+write("fuzz-survive", "idle", sv(0, ("fuse", "getattr", 0), W))
+write("fuzz-survive", "call-swap-enable", sv(4, ("fuse", "mkdir", 1), ("vhost", 0), ("kill", "pushed", "any"),
+                                             ("fuse", "mkdir", 2), ("vhost", 1), W, ("fuse", "link", 0), W))
+write("fuzz-survive", "ring-32-full", sv(8 | 1, *[("fuse", "symlink", i % 3, i % 5) for i in range(20)],
+                                         ("kill", "replied", "any"), *[("fuse", "lookup", i % 5) for i in range(10)], W))
+write("fuzz-survive", "xattr", sv(2, ("fuse", "lookup", 3), W, W, ("kill", "host", "setxattr"), ("fuse", "setxattr", 0, 1), W,
+                                  ("fuse", "removexattr", 0), W))
+write("fuzz-survive", "poison-table", sv(0, ("kill", "popped", "mkdir"), ("fuse", "mkdir", 0), ("poison", 0, 16 + 32 * 0, 4), W))
+write("fuzz-survive", "poison-record", sv(0, ("fuse", "getattr", 0), ("poison", 1, 8 + 16, 0xff), ("die",), W))
+write("fuzz-survive", "poison-session", sv(0, ("fuse", "getattr", 0), ("poison", 2, 4, 0x11), ("die",), W))
 
 print("corpus written to", out, file=sys.stderr)
