@@ -95,6 +95,20 @@ vm_make_data() {
         (cd "$dir" && sha256sum -- "${@%%:*}" > SHA256SUMS)
 }
 
+# vm_check ok|fail DESC: one verdict of a host-side test, printed through the caller's msg
+# ("ok: DESC" or "FAIL: DESC") and counted in vm_passes and vm_failures.
+vm_passes=0
+vm_failures=0
+vm_check() {
+        if [ "$1" = ok ]; then
+                vm_passes=$((vm_passes + 1))
+                msg "ok: $2"
+        else
+                vm_failures=$((vm_failures + 1))
+                msg "FAIL: $2"
+        fi
+}
+
 # Starts a private dbus-daemon for tests that drive vufsd over D-Bus (everyone may own and call
 # anything). Usage: vm_private_bus DIR (bus.conf, bus.sock and dbus.log go there); sets VM_BUS_PID
 # and VM_BUS_ADDRESS, or returns 1 with the daemon's log on stderr. The caller kills VM_BUS_PID.

@@ -24,17 +24,12 @@
 
 mnt=${1:-/mnt}
 cd / || exit 1
+# shellcheck source=tests/vm/guest-checks.sh
+. "$(dirname "$0")/guest-checks.sh" || { echo "CHECK FAIL 0: guest-checks.sh missing"; exit 1; }
 rounds=${VUFS_FIO_ROUNDS:-1}
-n=0
-failures=0
 total_ios=0
 total_written=0
 total_verified=0
-
-fail() {
-        failures=$((failures + 1))
-        echo "CHECK FAIL $n: $*"
-}
 
 # Waits until the host answers the sync point $1 (only with vufs.fio_sync=1).
 sync_point() {
@@ -82,77 +77,6 @@ job_file() {
         printf '[global]\ndirectory=%s\nthread\nverify=crc32c\ndo_verify=1\nverify_state_save=0\n' "$2"
         printf 'randrepeat=1\nrandseed=%s\nfallocate=native\n' "$3"
         "jobs_$1"
-}
-
-# Sums one fio JSON report: prints "JOBS READ_IOS READ_BYTES WRITE_IOS WRITE_BYTES BADJOBS",
-# BADJOBS naming the jobs with an error ("-" for none).
-fio_sums() {
-        awk '
-                /"jobname" :/ { split($0, q, "\""); job = q[4]; jobs++; sec = "" }
-                /"error" :/ { v = $3; sub(/,$/, "", v); if (v + 0 != 0) bad = bad job "=" v "," }
-                /"(read|write|trim|sync)" : \{/ { split($0, q, "\""); sec = q[2] }
-                /"(io_bytes|total_ios)" :/ && (sec == "read" || sec == "write") {
-                        v = $3; sub(/,$/, "", v); split($1, q, "\""); sum[sec, q[2]] += v
-                }
-                END {
-                        printf "%d %d %d %d %d %s\n", jobs, sum["read", "total_ios"], sum["read", "io_bytes"],
-                                sum["write", "total_ios"], sum["write", "io_bytes"], bad == "" ? "-" : bad
-                }
-        ' "$1"
-}
-
-# Runs fio on a job file and checks the result: DESC JOBFILE NJOBS MODE [fio options...]
-# MODE write: every job's written bytes were all read back and verified; MODE verify: the
-# verify_only pass read back as much as the write pass wrote (WRITTEN_BEFORE in $written).
-run_fio() {
-        desc=$1 file=$2 njobs=$3 mode=$4
-        shift 4
-        n=$((n + 1))
-        t0=$(cut -d' ' -f1 /proc/uptime)
-        fio --output-format=json "$@" "$file" > /tmp/fio.json 2> /tmp/fio.err
-        rc=$?
-        t1=$(cut -d' ' -f1 /proc/uptime)
-        # shellcheck disable=SC2046 # six words
-        set -- $(fio_sums /tmp/fio.json)
-        jobs=$1 rios=$2 rd=$3 wios=$4 wr=$5 bad=$6
-        # fio reports a verification failure on stderr ("verify: bad magic header ...") and as the
-        # job's error (EILSEQ); an I/O error as the job's error and "fio: ... error=" on stderr.
-        errlines=$(grep -c -E 'verify:|error=|fio: (io_u|pid)' /tmp/fio.err)
-        secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-        # A verify_only run counts the writes it replays without doing them.
-        if [ "$mode" = write ]; then
-                ios=$((rios + wios))
-                what="$desc: $jobs jobs, $ios I/Os, $wr bytes written, $rd bytes read and verified, ${secs}s"
-        else
-                ios=$rios
-                what="$desc: $jobs jobs, $ios reads, $rd bytes verified, ${secs}s"
-        fi
-        ok=1
-        if [ $rc -ne 0 ] || [ "$bad" != - ] || [ "$errlines" -ne 0 ] || [ "$jobs" -ne "$njobs" ]; then
-                ok=0
-                fail "$what: fio exit $rc, jobs with errors: $bad, error lines: $errlines"
-        elif [ "$mode" = write ] && [ "$rd" -ne "$wr" ]; then
-                ok=0
-                fail "$what: verified $rd of $wr written bytes"
-        elif [ "$mode" = verify ] && [ "$rd" -ne "$written" ]; then
-                ok=0
-                fail "$what: verified $rd bytes, the write pass wrote $written"
-        fi
-        if [ $ok = 1 ]; then
-                echo "CHECK ok $n: $what"
-        else
-                head -n 20 /tmp/fio.err | sed 's/^/    /'
-                [ -s /tmp/fio.json ] || echo "    (no JSON report)"
-        fi
-        [ "$mode" = write ] && written=$wr
-        total_ios=$((total_ios + ios))
-        [ "$mode" = write ] && total_written=$((total_written + wr))
-        total_verified=$((total_verified + rd))
-}
-
-drop_caches() {
-        sync
-        echo 3 > /proc/sys/vm/drop_caches
 }
 
 # window NAME NJOBS ROUND: one write+verify run and one verify_only run after dropping caches.

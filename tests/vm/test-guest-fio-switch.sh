@@ -161,39 +161,27 @@ tr -d '\r' < "$console" > "$T/console.clean"
 grep -a -E '^(CHECK |CHECKS:|VUFS-FIO)' "$T/console.clean" | sed 's/^/test-guest-fio-switch:   guest: /' >&2
 grep -a -E 'backend exited|qemu exited|PASS|FAIL' "$T/run-guest.out" | sed 's/^/test-guest-fio-switch:   /' >&2
 
-failures=0
-passes=0
-check() {
-        if [ "$1" = ok ]; then
-                passes=$((passes + 1))
-                msg "ok: $2"
-        else
-                failures=$((failures + 1))
-                msg "FAIL: $2"
-        fi
-}
-
 if [ $rc -ne 0 ]; then
-        check fail "run-guest.sh exited with $rc (guest failure, or vufsd did not exit with status 0)"
+        vm_check fail "run-guest.sh exited with $rc (guest failure, or vufsd did not exit with status 0)"
         sed 's/^/test-guest-fio-switch:   /' "$T/run-guest.out" >&2
 else
-        check ok "guest passed and vufsd exited with status 0 after QEMU disconnected"
+        vm_check ok "guest passed and vufsd exited with status 0 after QEMU disconnected"
 fi
 total=$(sed -n 's/^VUFS-FIO-TOTAL: //p' "$T/console.clean")
 if grep -aq '^CHECKS: [0-9]* run, 0 failed' "$T/console.clean" && [[ "$total" == *"failures=0" ]]; then
-        check ok "fio in the guest: $total"
+        vm_check ok "fio in the guest: $total"
 else
-        check fail "fio in the guest reported failures (${total:-no totals})"
+        vm_check fail "fio in the guest reported failures (${total:-no totals})"
 fi
 if [ $sync_points -eq $((2 * rounds + 1)) ]; then
-        check ok "$sync_points guest sync points answered"
+        vm_check ok "$sync_points guest sync points answered"
 else
-        check fail "$sync_points guest sync points answered, expected $((2 * rounds + 1))"
+        vm_check fail "$sync_points guest sync points answered, expected $((2 * rounds + 1))"
 fi
 if [ $refused -eq 0 ] && [ $changes -gt 20 ]; then
-        check ok "$changes live changes accepted (${#applied[@]} distinct), none refused"
+        vm_check ok "$changes live changes accepted (${#applied[@]} distinct), none refused"
 else
-        check fail "$changes live changes accepted, $refused refused (need > 20 and none refused)"
+        vm_check fail "$changes live changes accepted, $refused refused (need > 20 and none refused)"
         [ ! -s "$T/refused.log" ] || sed 's/^/test-guest-fio-switch:   /' "$T/refused.log" >&2
 fi
 
@@ -226,20 +214,20 @@ if bad:
     sys.exit(1)
 PY
         ); then
-                check ok "vufsd statistics: $stats"
+                vm_check ok "vufsd statistics: $stats"
         else
-                check fail "vufsd statistics: $stats"
+                vm_check fail "vufsd statistics: $stats"
         fi
 else
-        check fail "no statistics read at the guest's last sync point"
+        vm_check fail "no statistics read at the guest's last sync point"
 fi
 
 elapsed=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }')
-if [ $failures -ne 0 ]; then
+if [ $vm_failures -ne 0 ]; then
         [ $rc -ne 0 ] || sed 's/^/test-guest-fio-switch:   /' "$T/run-guest.out" >&2
         msg "FAIL after ${elapsed}s"
-        echo "$passes passed, $failures failed"
+        echo "$vm_passes passed, $vm_failures failed"
         exit 1
 fi
 msg "PASS after ${elapsed}s"
-echo "$passes passed, 0 failed"
+echo "$vm_passes passed, 0 failed"
