@@ -140,6 +140,9 @@ START_TEST(test_session_survives_a_kill) {
         ck_assert_int_eq(fe_fuse_getattr(c, held.nodeid, &a), 0);
         ck_assert_int_eq(fe_fuse_mkdir(c, held.nodeid, "child", 0755, &child), 0);
         ck_assert(exists("held/child"));
+        /* A directory made in a restored one is no submount of it (the guest would mount it
+         * automatically, and its rmdir answer EBUSY). */
+        ck_assert_msg(!(child.attr.flags & FUSE_ATTR_SUBMOUNT), "a new directory announced as a submount");
         /* The open files, with their locks held throughout. */
         ck_assert_int_eq(fe_fuse_write(c, f.nodeid, wfh, 4, "EF", 2), 2);
         ck_assert_int_eq(fe_fuse_read(c, f.nodeid, ffh, 0, buf, 16), 6);
@@ -156,6 +159,23 @@ START_TEST(test_session_survives_a_kill) {
                 listed += n;
         }
         ck_assert_int_eq(listed, 41);
+        /* Listed with attributes through the handle opened before the death: each entry the node
+         * this process has for it (not a second one found through the dead process's copy of the
+         * share's mount), and none announced as a submount. */
+        ck_assert_int_eq(fe_fuse_mkdir(c, ed.nodeid, "subdir", 0755, &e), 0);
+        n = fe_fuse_readdir(c, true, ed.nodeid, dfh, 0, buf, sizeof buf);
+        ck_assert_int_gt(n, 0);
+        for (int pos = 0; pos + (int) FUSE_NAME_OFFSET_DIRENTPLUS <= n;) {
+                const struct fuse_direntplus *d = (const void *) (buf + pos);
+                ck_assert_msg(!(d->entry_out.attr.flags & FUSE_ATTR_SUBMOUNT), "%.*s announced as a submount",
+                              (int) d->dirent.namelen, d->dirent.name);
+                /* The directory made through its node is the same node through the handle. */
+                if (d->dirent.namelen == 6 && memcmp(d->dirent.name, "subdir", 6) == 0)
+                        ck_assert_uint_eq(d->entry_out.nodeid, e.nodeid);
+                if (d->entry_out.nodeid != 0 && d->entry_out.nodeid != ed.nodeid)
+                        ck_assert_int_eq(fe_fuse_forget(c, d->entry_out.nodeid, 1), 0);
+                pos += (int) FUSE_DIRENTPLUS_SIZE(d);
+        }
         for (int i = 0; i < 40; i++) {
                 char name[32];
                 snprintf(name, sizeof name, "entry-%02d ", i);
