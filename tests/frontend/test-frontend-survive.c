@@ -185,6 +185,15 @@ START_TEST(test_session_survives_a_kill) {
         ck_assert_int_eq(fe_fuse_release(c, f.nodeid, wfh, false), 0);
         ck_assert_int_eq(fe_fuse_release(c, f.nodeid, ffh, false), 0);
         ck_assert_int_eq(fe_fuse_release(c, ed.nodeid, dfh, true), 0);
+        /* A directory the guest held across the death empties and goes, as rm -rf does it. */
+        for (int i = 0; i < 40; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "entry-%02d", i);
+                ck_assert_int_eq(fe_fuse_unlink(c, ed.nodeid, name), 0);
+        }
+        ck_assert_int_eq(fe_fuse_unlink(c, ed.nodeid, ".keep"), 0);
+        ck_assert_int_eq(fe_fuse_rmdir(c, ed.nodeid, "subdir"), 0);
+        ck_assert_int_eq(fe_fuse_rmdir(c, FUSE_ROOT_ID, "dir"), 0);
         /* And again: what changed after the first takeover is what the second restores. */
         ck_assert_int_eq(fe_fuse_open(c, f.nodeid, O_RDWR, &wfh), 0);
         kill_serving(SIGKILL);
