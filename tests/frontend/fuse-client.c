@@ -893,3 +893,18 @@ int fe_fuse_dirent_names(const uint8_t *buf, int len, char *names, size_t size, 
         }
         return n;
 }
+
+bool fe_fuse_entries_once(const char *names, int count, char *bad, size_t size) {
+        for (int i = 0; i < count; i++) {
+                char name[32];
+                const char *at;
+
+                snprintf(name, sizeof name, "entry-%02d ", i);
+                at = strstr(names, name);
+                if (!at || strstr(at + 1, name)) {
+                        snprintf(bad, size, "%s listed %s", name, at ? "twice" : "never");
+                        return false;
+                }
+        }
+        return true;
+}

@@ -135,6 +135,9 @@ int fe_fuse_readdir(FeFuse *c, bool plus, uint64_t nodeid, uint64_t fh, uint64_t
  * separated, size bytes), the offset of the last entry in *off: their count, -ENOBUFS when names is
  * full. */
 int fe_fuse_dirent_names(const uint8_t *buf, int len, char *names, size_t size, uint64_t *off);
+/* Whether names (as fe_fuse_dirent_names() makes it) has entry-00 .. entry-<count - 1> once each;
+ * the first that has not, and how, in bad. */
+bool fe_fuse_entries_once(const char *names, int count, char *bad, size_t size);
 int fe_fuse_list_dir(FeFuse *c, uint64_t nodeid, void (*fn)(const char *name, uint32_t type, void *ud), void *ud);
 int fe_fuse_release(FeFuse *c, uint64_t nodeid, uint64_t fh, bool dir);
 int fe_fuse_flush(FeFuse *c, uint64_t nodeid, uint64_t fh);
