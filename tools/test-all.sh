@@ -96,7 +96,8 @@ else
         CC=clang meson setup build-fuzz "${fuzz_opts[@]}"
 fi
 meson compile -C build-fuzz tests/fuzz/fuzz-vhost-user tests/fuzz/fuzz-virtqueue tests/fuzz/fuzz-fuse tests/fuzz/fuzz-vhost-sequence \
-        tests/fuzz/fuzz-xattr-map tests/fuzz/fuzz-id-map tests/fuzz/fuzz-id-translate tests/fuzz/fuzz-state
+        tests/fuzz/fuzz-xattr-map tests/fuzz/fuzz-id-map tests/fuzz/fuzz-id-translate tests/fuzz/fuzz-state \
+        tests/fuzz/fuzz-survive
 run_suite build-fuzz "" --no-rebuild --suite fuzz
 
 echo
