@@ -356,7 +356,7 @@ int keeper_journal_fetch(int (*fn)(uint64_t a, uint64_t b, const uint8_t *data, 
 
         if (ctl < 0)
                 return -ENOTCONN;
-        for (unsigned round = 0;; round++) {
+        for (;;) {
                 uint8_t req[5] = { KEEPER_TAG_JFETCH }, got[2];
                 union {
                         struct cmsghdr align;
@@ -432,6 +432,5 @@ int keeper_journal_fetch(int (*fn)(uint64_t a, uint64_t b, const uint8_t *data, 
                 if (next == 0)
                         return 0;
                 from = next;
-                (void) round;
         }
 }
