@@ -33,6 +33,7 @@ int pt_opendir(void *fs, const FsCtx *c, uint64_t nodeid, int flags, uint64_t *r
 int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t off, const FsDirFiller *fill) {
         Passthrough *p = fs;
         _cleanup_(handle_unrefp) Handle *h = NULL;
+        _cleanup_(inode_fd_done) InodeFd base = INODE_FD_NULL;
         bool plus = fill->plus;
         unsigned added = 0;
         int r;
@@ -40,6 +41,14 @@ int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t 
         r = handle_map_get(p->handles, fh, nodeid, 1, &h);
         if (r < 0)
                 return r;
+        /* READDIRPLUS looks the names up through the directory's node, not through the stream's
+         * fd: a stream kept across a death (docs/survival.md) lies on the dead process's copy of
+         * the share's mount, and its names there would carry that mount's id, which is no node
+         * this process has (a second node for a known file) and another mount than the directory's
+         * (a submount to the guest, whose rmdir then answers EBUSY). Where the node has no fd
+         * now (a directory removed since, its fd evicted), the stream's own fd still lists it. */
+        if (plus && inode_fd(p, h->inode, &base, NULL) < 0)
+                base.fd = h->fd;
 
         /* The position and the buffered entries belong to the handle: one reader at a time. */
         pthread_mutex_lock(&h->dir_lock);
@@ -61,7 +70,7 @@ int pt_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t 
                         e.st.st_mode = (mode_t) DTTOIF(d->d_type);
                         /* "." and ".." carry no node (the guest would not count them). */
                         if (!fs_name_is_dot_or_dotdot(d->d_name)) {
-                                r = lookup_child(p, h->inode, h->fd, d->d_name, &e);
+                                r = lookup_child(p, h->inode, base.fd, d->d_name, &e);
                                 if (r == -ENOENT) {
                                         dir_stream_consume(&h->stream); /* removed since getdents */
                                         r = 0;

@@ -6,6 +6,8 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +97,10 @@ START_TEST(test_sigkill_keeps_the_connection) {
 }
 END_TEST
 
+/* Host directories in the listing besides "subdir": a directory listed with attributes through a
+ * handle kept across a death must not look like a submount (below). */
+#define SUBDIRS 6
+
 /* What the guest holds survives a SIGKILL (the keeper's journal, docs/survival.md): node ids, a
  * file open for write with its offset-free data, a directory half listed, a POSIX lock and a flock;
  * the new process answers on all of them as the dead one would have, and a host process sees the
@@ -102,7 +108,7 @@ END_TEST
 START_TEST(test_session_survives_a_kill) {
         static const uint64_t owner = 0x1111, other = 0x2222;
         _cleanup_free_ char *path = NULL;
-        struct fuse_entry_out held, child, f, ed, e;
+        struct fuse_entry_out held, child, child2, f, ed, e;
         struct fuse_attr_out a;
         uint64_t wfh, ffh, dfh, off = 0;
         uint8_t buf[4096];
@@ -117,6 +123,14 @@ START_TEST(test_session_survives_a_kill) {
                 char name[32];
                 snprintf(name, sizeof name, "dir/entry-%02d", i);
                 ck_assert_int_eq(fe_harness_put_file(h, name, ""), 0);
+        }
+        for (int i = 0; i < SUBDIRS; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "dir/sub-%d", i);
+                path = fe_harness_path(h, name);
+                ck_assert_int_eq(mkdir(path, 0755), 0);
+                free(path);
+                path = NULL;
         }
         start("--crash-restarts=5");
         ck_assert_int_eq(fe_fuse_mkdir(c, FUSE_ROOT_ID, "held", 0755, &held), 0);
@@ -158,24 +172,38 @@ START_TEST(test_session_survives_a_kill) {
                 ck_assert_int_ge(n, 0);
                 listed += n;
         }
-        ck_assert_int_eq(listed, 41);
+        ck_assert_int_eq(listed, 41 + SUBDIRS);
         /* Listed with attributes through the handle opened before the death: each entry the node
          * this process has for it (not a second one found through the dead process's copy of the
          * share's mount), and none announced as a submount. */
         ck_assert_int_eq(fe_fuse_mkdir(c, ed.nodeid, "subdir", 0755, &e), 0);
-        n = fe_fuse_readdir(c, true, ed.nodeid, dfh, 0, buf, sizeof buf);
-        ck_assert_int_gt(n, 0);
-        for (int pos = 0; pos + (int) FUSE_NAME_OFFSET_DIRENTPLUS <= n;) {
-                const struct fuse_direntplus *d = (const void *) (buf + pos);
-                ck_assert_msg(!(d->entry_out.attr.flags & FUSE_ATTR_SUBMOUNT), "%.*s announced as a submount",
-                              (int) d->dirent.namelen, d->dirent.name);
-                /* The directory made through its node is the same node through the handle. */
-                if (d->dirent.namelen == 6 && memcmp(d->dirent.name, "subdir", 6) == 0)
-                        ck_assert_uint_eq(d->entry_out.nodeid, e.nodeid);
-                if (d->entry_out.nodeid != 0 && d->entry_out.nodeid != ed.nodeid)
-                        ck_assert_int_eq(fe_fuse_forget(c, d->entry_out.nodeid, 1), 0);
-                pos += (int) FUSE_DIRENTPLUS_SIZE(d);
+        off = 0;
+        listed = 0;
+        for (;;) { /* the whole listing: the directories may come in any chunk */
+                n = fe_fuse_readdir(c, true, ed.nodeid, dfh, off, buf, sizeof buf);
+                ck_assert_int_ge(n, 0);
+                if (n == 0)
+                        break;
+                for (int pos = 0; pos + (int) FUSE_NAME_OFFSET_DIRENTPLUS <= n;) {
+                        const struct fuse_direntplus *d = (const void *) (buf + pos);
+                        char name[NAME_MAX + 1];
+                        snprintf(name, sizeof name, "%.*s", (int) d->dirent.namelen, d->dirent.name);
+                        off = d->dirent.off;
+                        pos += (int) FUSE_DIRENTPLUS_SIZE(d);
+                        if (d->entry_out.nodeid == 0 || d->entry_out.nodeid == ed.nodeid ||
+                            strcmp(name, "..") == 0)
+                                continue;
+                        listed++;
+                        ck_assert_msg(!(d->entry_out.attr.flags & FUSE_ATTR_SUBMOUNT), "%s announced as a submount",
+                                      name);
+                        /* What a LOOKUP through the directory's node finds is the same node. */
+                        ck_assert_int_eq(fe_fuse_lookup(c, ed.nodeid, name, &child2), 0);
+                        ck_assert_msg(child2.nodeid == d->entry_out.nodeid, "%s: node %" PRIu64 " listed, %" PRIu64
+                                      " looked up", name, (uint64_t) d->entry_out.nodeid, (uint64_t) child2.nodeid);
+                        ck_assert_int_eq(fe_fuse_forget(c, d->entry_out.nodeid, 2), 0);
+                }
         }
+        ck_assert_int_eq(listed, 41 + SUBDIRS + 1);
         ck_assert_msg(fe_fuse_entries_once(names, 40, (char *) buf, sizeof buf), "%s", (char *) buf);
         ck_assert_int_eq(fe_fuse_release(c, f.nodeid, wfh, false), 0);
         ck_assert_int_eq(fe_fuse_release(c, f.nodeid, ffh, false), 0);
@@ -188,6 +216,11 @@ START_TEST(test_session_survives_a_kill) {
         }
         ck_assert_int_eq(fe_fuse_unlink(c, ed.nodeid, ".keep"), 0);
         ck_assert_int_eq(fe_fuse_rmdir(c, ed.nodeid, "subdir"), 0);
+        for (int i = 0; i < SUBDIRS; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "sub-%d", i);
+                ck_assert_int_eq(fe_fuse_rmdir(c, ed.nodeid, name), 0);
+        }
         ck_assert_int_eq(fe_fuse_rmdir(c, FUSE_ROOT_ID, "dir"), 0);
         /* And again: what changed after the first takeover is what the second restores. */
         ck_assert_int_eq(fe_fuse_open(c, f.nodeid, O_RDWR, &wfh), 0);
