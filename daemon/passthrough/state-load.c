@@ -31,6 +31,9 @@ typedef struct LoadCtx {
         Inode *root;
         int root_fd;  /* the root's fd, borrowed for the load */
         int mount_fd; /* file-handles mode: the share's mount, the only one handles open on */
+        /* Same host: node id -> 1 + the fd slot of one of its open files; and the nodes found
+         * through one, which have no name. */
+        GHashTable *open_files, *unnamed;
 } LoadCtx;
 
 static int problem(PtStateReport *rep, int r, const char *fmt, ...) _printf_(3, 4);
@@ -138,12 +141,51 @@ static int locate(LoadCtx *c, const StateNode *n, struct statx *stx) {
         return fd;
 }
 
+/* On this host, a node its name no longer leads to (deleted, renamed over, moved) that the guest
+ * holds open: an O_PATH fd of the file through one of its open files passed beside the state,
+ * checked as locate() checks, or -ENOENT. The node keeps the file its open files are, as it would
+ * without the death; it has no name (name_restored() skips it: that name is another file now). */
+static int locate_through_open_file(LoadCtx *c, const StateNode *n, struct statx *stx) {
+        char name[16];
+        int fd, r;
+
+        if (!c->open_files)
+                return -ENOENT;
+        gpointer slot = g_hash_table_lookup(c->open_files, &n->id);
+        if (!slot)
+                return -ENOENT;
+        int32_t k = GPOINTER_TO_INT(slot) - 1;
+        if (k < 0 || (size_t) k >= c->n_fds || c->fds[k] < 0)
+                return -ENOENT;
+        proc_name(name, c->fds[k]);
+        /* Following the magic link: the open file's inode, not the link. */
+        fd = fd_budget_openat(&c->p->budget, c->p->proc_self_fd, name, O_PATH | O_CLOEXEC, 0);
+        if (fd < 0)
+                return fd;
+        r = statx_fd(fd, stx);
+        if (r >= 0 && (inode_key_from_statx(stx).dev != n->dev || inode_key_from_statx(stx).ino != n->ino ||
+                       (stx->stx_mode & S_IFMT) != n->type))
+                r = -ESTALE;
+        if (r < 0) {
+                fd_budget_close(&c->p->budget, fd);
+                return r;
+        }
+        return fd;
+}
+
 static int load_node(LoadCtx *c, const StateNode *n) {
         _cleanup_(inode_unrefp) Inode *i = NULL;
         struct statx stx = {};
         int fd, r;
 
         fd = locate(c, n, &stx);
+        if (fd < 0 && fd != -ENOMEM && fd != -ENFILE && c->o->same_host) {
+                int alt = locate_through_open_file(c, n, &stx);
+                if (alt >= 0) {
+                        fd = alt;
+                        g_hash_table_add(c->unnamed, (gpointer) &n->id);
+                }
+        }
         if (fd >= 0) {
                 r = remember_inode_at(c->p, fd, &stx, n->id, n->nlookup, &i);
                 if (r < 0)
@@ -239,8 +281,9 @@ static int name_restored(LoadCtx *c, const SessionState *s) {
                 const StateNode *x = session_state_node(s, k), *d;
                 _cleanup_(inode_unrefp) Inode *i = get_inode(c->p, x->id), *dir = NULL;
                 const char *full = g_hash_table_lookup(paths, &x->id), *slash;
-                if (!i || i->lost || i->handle || atomic_load_explicit(&i->parent, memory_order_relaxed))
-                        continue; /* not restored here, or no fd to bound */
+                if (!i || i->lost || i->handle || atomic_load_explicit(&i->parent, memory_order_relaxed) ||
+                    g_hash_table_contains(c->unnamed, &x->id))
+                        continue; /* not restored here, no fd to bound, or its name is another file's */
                 slash = full ? strrchr(full, '/') : NULL;
                 if (full && !slash)
                         dir = inode_ref(c->root);
@@ -353,6 +396,17 @@ int passthrough_state_load(Passthrough *p, const PtStateOptions *o, const Sessio
                 if (c.mount_fd < 0)
                         return problem(rep, c.mount_fd, "no mount fd for the share: %s", strerror(-c.mount_fd));
         }
+        g_autoptr(GHashTable) open_files = NULL, unnamed = g_hash_table_new(g_int64_hash, g_int64_equal);
+        if (o->same_host) {
+                open_files = g_hash_table_new(g_int64_hash, g_int64_equal);
+                for (size_t k = 0; k < session_state_handle_count(s); k++) {
+                        const StateHandle *x = session_state_handle(s, k);
+                        if (x->fd_slot >= 0 && (size_t) x->fd_slot < n_fds && fds[x->fd_slot] >= 0)
+                                g_hash_table_insert(open_files, (gpointer) &x->node, GINT_TO_POINTER(x->fd_slot + 1));
+                }
+        }
+        c.open_files = open_files;
+        c.unnamed = unnamed;
         for (size_t k = 0; k < session_state_node_count(s); k++) { /* parents first */
                 r = load_node(&c, session_state_node(s, k));
                 if (r < 0)

@@ -236,29 +236,92 @@ START_TEST(test_session_survives_a_kill) {
 END_TEST
 
 /* A node whose name leads to another file after the death (a host user moved things meanwhile) is
- * not taken for it: its id answers ESTALE, and Linux looks the path up again, which finds the new
- * file under a new id; the file open through it answers EBADF. */
+ * not taken for it. Without an open file its id answers ESTALE, and Linux looks the path up again,
+ * which finds the new file under a new id; a node the guest holds open stays the file it opened
+ * (its open file is the inode), as it would without the death. */
 START_TEST(test_moved_node_answers_estale) {
-        _cleanup_free_ char *from = NULL, *to = NULL;
-        struct fuse_entry_out e, e2;
+        struct fuse_entry_out e, e2, o;
         struct fuse_attr_out a;
+        char buf[8] = "";
         uint64_t fh;
 
         ck_assert_int_eq(fe_harness_put_file(h, "held", "old"), 0);
+        ck_assert_int_eq(fe_harness_put_file(h, "open", "opened"), 0);
         start("--crash-restarts=5");
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "held", &e), 0);
-        ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_RDONLY, &fh), 0);
-        from = fe_harness_path(h, "held");
-        to = fe_harness_path(h, "moved");
-        ck_assert_int_eq(rename(from, to), 0);
-        ck_assert_int_eq(fe_harness_put_file(h, "held", "new"), 0);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "open", &o), 0);
+        ck_assert_int_eq(fe_fuse_open(c, o.nodeid, O_RDONLY, &fh), 0);
+        for (int k = 0; k < 2; k++) {
+                const char *name = k == 0 ? "held" : "open";
+                _cleanup_free_ char *from = fe_harness_path(h, name), *to = NULL;
+                char moved[16];
+                snprintf(moved, sizeof moved, "moved-%s", name);
+                to = fe_harness_path(h, moved);
+                ck_assert_int_eq(rename(from, to), 0);
+                ck_assert_int_eq(fe_harness_put_file(h, name, "new"), 0);
+        }
         kill_serving(SIGKILL);
         ck_assert_int_eq(fe_fuse_getattr(c, e.nodeid, &a), -ESTALE);
         ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "held", &e2), 0);
         ck_assert_uint_ne(e2.nodeid, e.nodeid);
         ck_assert_int_eq(fe_fuse_getattr(c, e2.nodeid, &a), 0);
         ck_assert_uint_eq(a.attr.size, 3);
-        ck_assert_int_eq(fe_fuse_read(c, e.nodeid, fh, 0, (char[8]){ 0 }, 8), -EBADF);
+        /* The open one: its node and its open file are the moved file. */
+        ck_assert_int_eq(fe_fuse_getattr(c, o.nodeid, &a), 0);
+        ck_assert_uint_eq(a.attr.size, 6);
+        ck_assert_int_eq(fe_fuse_read(c, o.nodeid, fh, 0, buf, sizeof buf), 6);
+        ck_assert_int_eq(memcmp(buf, "opened", 6), 0);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "open", &e2), 0);
+        ck_assert_uint_ne(e2.nodeid, o.nodeid);
+        ck_assert_int_eq(fe_fuse_release(c, o.nodeid, fh, false), 0);
+        ck_assert_uint_eq(c->proto_errors, 0);
+}
+END_TEST
+
+/* A file the guest holds open after its last name went (a temporary file: created, unlinked, used;
+ * a file renamed over) is still that file after a death, twice: its node answers, its open files
+ * read and write it, its locks stay held, and nothing of it shows in the share. */
+START_TEST(test_deleted_file_kept_open) {
+        static const uint64_t owner = 0x3333;
+        struct fuse_entry_out t, r, e, gone, now;
+        struct fuse_attr_out a;
+        struct fuse_file_lock lk;
+        uint64_t tfh, rfh, rfh2;
+        char buf[16] = "";
+
+        ck_assert_int_eq(fe_harness_put_file(h, "replaced", "first"), 0);
+        start("--crash-restarts=5");
+        ck_assert_int_eq(fe_fuse_create(c, FUSE_ROOT_ID, "tmp", O_RDWR, 0600, &t, &tfh), 0);
+        ck_assert_int_eq(fe_fuse_write(c, t.nodeid, tfh, 0, "scratch", 7), 7);
+        ck_assert_int_eq(fe_fuse_unlink(c, FUSE_ROOT_ID, "tmp"), 0);
+        ck_assert_int_eq(fe_fuse_setlk(c, t.nodeid, tfh, owner, false, F_WRLCK, 0, 9), 0);
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "replaced", &r), 0);
+        ck_assert_int_eq(fe_fuse_open(c, r.nodeid, O_RDONLY, &rfh), 0);
+        ck_assert_int_eq(fe_fuse_create(c, FUSE_ROOT_ID, "replaced.new", O_RDWR, 0644, &e, &rfh2), 0);
+        ck_assert_int_eq(fe_fuse_write(c, e.nodeid, rfh2, 0, "second", 6), 6);
+        ck_assert_int_eq(fe_fuse_rename(c, FUSE_ROOT_ID, "replaced.new", FUSE_ROOT_ID, "replaced"), 0);
+        for (int round = 0; round < 2; round++) {
+                kill_serving(SIGKILL);
+                ck_assert_int_eq(fe_fuse_getattr(c, t.nodeid, &a), 0);
+                ck_assert_uint_eq(a.attr.nlink, 0);
+                ck_assert_int_eq(fe_fuse_write(c, t.nodeid, tfh, 7, "!", 1), 1);
+                ck_assert_int_eq(fe_fuse_read(c, t.nodeid, tfh, 0, buf, sizeof buf), 8);
+                ck_assert_int_eq(memcmp(buf, "scratch!", 8), 0);
+                ck_assert_int_eq(fe_fuse_getlk(c, t.nodeid, tfh, owner + 1, F_WRLCK, 0, 9, &lk), 0);
+                ck_assert_int_eq(lk.type, F_WRLCK);
+                ck_assert_int_eq(fe_fuse_getattr(c, r.nodeid, &a), 0);
+                ck_assert_uint_eq(a.attr.size, 5);
+                ck_assert_int_eq(fe_fuse_read(c, r.nodeid, rfh, 0, buf, sizeof buf), 5);
+                ck_assert_int_eq(memcmp(buf, "first", 5), 0);
+                ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "tmp", &gone), -ENOENT);
+                /* The file renamed over the old one is that name's node. */
+                ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "replaced", &now), 0);
+                ck_assert_uint_eq(now.nodeid, e.nodeid);
+                ck_assert_int_eq(fe_fuse_forget(c, now.nodeid, 1), 0);
+        }
+        ck_assert_int_eq(fe_fuse_release(c, t.nodeid, tfh, false), 0);
+        ck_assert_int_eq(fe_fuse_release(c, r.nodeid, rfh, false), 0);
+        ck_assert_int_eq(fe_fuse_release(c, e.nodeid, rfh2, false), 0);
         ck_assert_uint_eq(c->proto_errors, 0);
 }
 END_TEST
@@ -868,6 +931,7 @@ static Suite *survive_suite(void) {
         tcase_add_test(tc, test_signals_in_a_row);
         tcase_add_test(tc, test_session_survives_a_kill);
         tcase_add_test(tc, test_moved_node_answers_estale);
+        tcase_add_test(tc, test_deleted_file_kept_open);
         tcase_add_test(tc, test_crash_loop_ends_vufsd);
         tcase_add_test(tc, test_default_is_off);
         tcase_add_test(tc, test_watchdog_pinged_at_takeover);

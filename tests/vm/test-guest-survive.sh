@@ -20,9 +20,8 @@
 # hung or failed), QEMU never disconnected (vufsd served until QEMU quit and then exited with
 # status 0), and every event happened (every upgrade to the expected version).
 #
-# In the vm suite in upgrade mode (vm-survive-upgrade). Kill mode is not yet: it fails today (an
-# rmdir after kills answers EBUSY, docs/survival.md "The real-guest demonstration"); run it by hand
-# from a build directory:
+# In the vm suite in both modes (vm-survive-upgrade, vm-survive-kill); by hand from a build
+# directory:
 #   VUFSD_BINARY=daemon/vufsd FSCTL_BINARY=ctl/fsctl VUFS_GUEST_LOCKS=tests/vm/vufs-guest-locks \
 #           ../tests/vm/test-guest-survive.sh kill 20
 #
