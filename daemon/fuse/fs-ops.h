@@ -183,6 +183,11 @@ typedef struct FsOps {
          * create()'s does. Makes nothing. NULL: the CREATE runs again. */
         int (*open_created)(void *fs, const FsCtx *c, uint64_t parent, const char *name, int flags, FsEntry *ret,
                             uint64_t *ret_fh);
+        /* An OPEN or OPENDIR answered again after the serving process that ran it died before the
+         * reply (fuse_server_replay()): 0 when fh, the handle its run issued, is an open file (dir:
+         * a directory stream) of nodeid this process holds (taken over with the session), so the
+         * reply gives it; -EBADF when not, and the open runs again. NULL: it runs again. */
+        int (*handle_kept)(void *fs, uint64_t nodeid, uint64_t fh, bool dir);
         /* O_TMPFILE in the directory parent: the entry is a new unnamed file. */
         int (*tmpfile)(void *fs, const FsCtx *c, uint64_t parent, mode_t mode, int flags, FsEntry *ret,
                        uint64_t *ret_fh);

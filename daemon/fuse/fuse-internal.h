@@ -106,6 +106,20 @@ static inline int replayed_error(Req *r) {
         return r->replay_result < -4095 || r->replay_result > 0 ? -EIO : (int) r->replay_result;
 }
 
+/* OPEN and OPENDIR record the fh they issued (or their error). Answered again: the recorded error;
+ * the recorded fh when this process holds it (taken over with the session); else RUN_IT, so that
+ * the guest never gets a second open file while the first stays with nobody to release it. */
+static inline int replayed_open(Req *r, bool dir, uint64_t *fh) {
+        if (r->replay != REPLAY_DONE)
+                return RUN_IT;
+        if (r->replay_result <= 0)
+                return r->replay_result == 0 ? RUN_IT : replayed_error(r);
+        if (!r->s->ops->handle_kept || r->s->ops->handle_kept(r->s->fs, r->in.nodeid, (uint64_t) r->replay_result, dir) < 0)
+                return RUN_IT;
+        *fh = (uint64_t) r->replay_result;
+        return 0;
+}
+
 enum {
         OP_NO_REPLY = 1 << 0,  /* FORGET, BATCH_FORGET, INTERRUPT */
         OP_MODIFIES = 1 << 1,  /* EROFS with the readonly option */

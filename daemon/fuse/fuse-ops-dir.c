@@ -67,7 +67,12 @@ int do_opendir(Req *r) {
         struct fuse_open_out out = { 0 };
         int k;
 
-        k = r->s->ops->opendir(r->s->fs, &r->ctx, r->in.nodeid, (int) ARG(r, struct fuse_open_in)->flags, &out.fh);
+        k = replayed_open(r, true, &out.fh);
+        if (k == RUN_IT) {
+                k = r->s->ops->opendir(r->s->fs, &r->ctx, r->in.nodeid, (int) ARG(r, struct fuse_open_in)->flags,
+                                       &out.fh);
+                request_progress_host_done(k < 0 ? k : (int64_t) out.fh);
+        }
         if (k < 0)
                 return k;
         if (policy(r->s) == CACHE_ALWAYS)

@@ -30,9 +30,13 @@ int do_open(Req *r) {
 
         if (r->s->opts.readonly && open_writes(flags))
                 return -EROFS;
-        k = r->s->ops->open(r->s->fs, &r->ctx, r->in.nodeid, flags,
-                            negotiated(r, FUSE_HANDLE_KILLPRIV_V2) && (o->open_flags & FUSE_OPEN_KILL_SUIDGID),
-                            &out.fh);
+        k = replayed_open(r, false, &out.fh);
+        if (k == RUN_IT) {
+                k = r->s->ops->open(r->s->fs, &r->ctx, r->in.nodeid, flags,
+                                    negotiated(r, FUSE_HANDLE_KILLPRIV_V2) && (o->open_flags & FUSE_OPEN_KILL_SUIDGID),
+                                    &out.fh);
+                request_progress_host_done(k < 0 ? k : (int64_t) out.fh);
+        }
         if (k < 0)
                 return k;
         out.open_flags = file_open_flags(r->s);

@@ -352,6 +352,13 @@ int pt_flush(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t lo
         return r;
 }
 
+int pt_handle_kept(void *fs, uint64_t nodeid, uint64_t fh, bool dir) {
+        Passthrough *p = fs;
+        _cleanup_(handle_unrefp) Handle *h = NULL;
+
+        return handle_map_get(p->handles, fh, nodeid, dir, &h);
+}
+
 int pt_release(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, uint64_t lock_owner,
                bool flock_unlock) {
         Passthrough *p = fs;

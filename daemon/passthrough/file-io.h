@@ -12,9 +12,10 @@
 /* FSYNC and FSYNCDIR: is_dir says which kind of handle fh must be. */
 int fsync_handle(Passthrough *p, uint64_t nodeid, uint64_t fh, int is_dir, bool datasync);
 
-/* FsOps.open, create, open_created, tmpfile, read, write, flush, release, fsync, fallocate, lseek and
- * copy_file_range. */
+/* FsOps.open, handle_kept, create, open_created, tmpfile, read, write, flush, release, fsync,
+ * fallocate, lseek and copy_file_range. */
 int pt_open(void *fs, const FsCtx *c, uint64_t nodeid, int flags, bool kill_priv, uint64_t *ret_fh);
+int pt_handle_kept(void *fs, uint64_t nodeid, uint64_t fh, bool dir);
 int pt_create(void *fs, const FsCtx *c, uint64_t parent, const char *name, mode_t mode, int flags, bool kill_priv,
               FsEntry *ret, uint64_t *ret_fh);
 int pt_open_created(void *fs, const FsCtx *c, uint64_t parent, const char *name, int flags, FsEntry *ret,

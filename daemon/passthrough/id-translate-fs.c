@@ -350,6 +350,11 @@ static int tr_readdir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh, ui
         return t->ops->readdir(t->fs, c, nodeid, fh, off, &wrapped);
 }
 
+static int tr_handle_kept(void *fs, uint64_t nodeid, uint64_t fh, bool dir) {
+        IdTranslateFs *t = fs;
+        return t->ops->handle_kept ? t->ops->handle_kept(t->fs, nodeid, fh, dir) : -EBADF;
+}
+
 static int tr_releasedir(void *fs, const FsCtx *c, uint64_t nodeid, uint64_t fh) {
         IdTranslateFs *t = fs;
         return t->ops->releasedir(t->fs, c, nodeid, fh);
@@ -463,6 +468,7 @@ const FsOps id_translate_fs_ops = {
         .opendir = tr_opendir,
         .readdir = tr_readdir,
         .releasedir = tr_releasedir,
+        .handle_kept = tr_handle_kept,
         .fsyncdir = tr_fsyncdir,
         .statfs = tr_statfs,
         .access = tr_access,

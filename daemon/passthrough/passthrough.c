@@ -312,6 +312,7 @@ const FsOps passthrough_ops = {
         .open = pt_open,
         .create = pt_create,
         .open_created = pt_open_created,
+        .handle_kept = pt_handle_kept,
         .tmpfile = pt_tmpfile,
         .read = pt_read,
         .write = pt_write,

@@ -4,6 +4,7 @@
  * session; a crash loop ends vufsd with a reason. */
 #define _GNU_SOURCE 1
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -651,9 +652,10 @@ static off_t host_size(const char *name) {
 }
 
 /* The requests that change no name, killed at each step of their life: each answered once, right,
- * on the same node ids and handles, by the process that took over. Only RELEASE and RELEASEDIR of
- * these record their host call's result (run twice they would answer EBADF), so only they have a
- * "host" step; the others run again whenever their reply was not written. */
+ * on the same node ids and handles, by the process that took over. OPEN, OPENDIR, RELEASE and
+ * RELEASEDIR of these record their host call's result (run twice, a release would answer EBADF and
+ * an open would leave its first open file to nobody), so only they have a "host" step; the others
+ * run again whenever their reply was not written. */
 typedef enum PlainCase {
         PLAIN_LOOKUP,
         PLAIN_GETATTR,
@@ -665,6 +667,7 @@ typedef enum PlainCase {
         PLAIN_FSYNC,
         PLAIN_RELEASE,
         PLAIN_RELEASEDIR,
+        PLAIN_OPENDIR,
         _PLAIN_MAX,
 } PlainCase;
 
@@ -672,17 +675,19 @@ static const uint32_t plain_opcode[_PLAIN_MAX] = {
         [PLAIN_LOOKUP] = FUSE_LOOKUP,   [PLAIN_GETATTR] = FUSE_GETATTR, [PLAIN_OPEN] = FUSE_OPEN,
         [PLAIN_READ] = FUSE_READ,       [PLAIN_READDIR] = FUSE_READDIR, [PLAIN_SETATTR] = FUSE_SETATTR,
         [PLAIN_SETLK] = FUSE_SETLK,     [PLAIN_FSYNC] = FUSE_FSYNC,     [PLAIN_RELEASE] = FUSE_RELEASE,
-        [PLAIN_RELEASEDIR] = FUSE_RELEASEDIR,
+        [PLAIN_RELEASEDIR] = FUSE_RELEASEDIR, [PLAIN_OPENDIR] = FUSE_OPENDIR,
 };
 
-#define PLAIN_CASES (_PLAIN_MAX * 4 + 2)
+/* Four steps each, and the host step of the four that record their result. */
+static const PlainCase plain_recorded[] = { PLAIN_RELEASE, PLAIN_RELEASEDIR, PLAIN_OPEN, PLAIN_OPENDIR };
+#define PLAIN_CASES (_PLAIN_MAX * 4 + (int) ELEMENTSOF(plain_recorded))
 
 /* The _i-th of the PLAIN_CASES pairs of opcode and step. */
 static void plain_case(int i, PlainCase *k, unsigned *step) {
         static const unsigned no_host[] = { 0, 2, 3, 4 };
 
         if (i >= _PLAIN_MAX * 4) {
-                *k = i == _PLAIN_MAX * 4 ? PLAIN_RELEASE : PLAIN_RELEASEDIR;
+                *k = plain_recorded[i - _PLAIN_MAX * 4];
                 *step = 1;
                 return;
         }
@@ -690,11 +695,67 @@ static void plain_case(int i, PlainCase *k, unsigned *step) {
         *step = no_host[i % 4];
 }
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
+
+/* How many fds of any process are open files (not O_PATH) of st's inode. */
+static int open_files_of(const struct stat *st) {
+        _cleanup_(closedirp) DIR *proc = opendir("/proc");
+        struct dirent *p;
+        int n = 0;
+
+        ck_assert_ptr_nonnull(proc);
+        while ((p = readdir(proc))) {
+                char dir[300];
+                DIR *fds;
+                struct dirent *f;
+                if (p->d_name[0] < '1' || p->d_name[0] > '9')
+                        continue;
+                snprintf(dir, sizeof dir, "/proc/%s/fd", p->d_name);
+                fds = opendir(dir);
+                if (!fds)
+                        continue; /* gone meanwhile */
+                while ((f = readdir(fds))) {
+                        char link[600], info[4096];
+                        struct stat t;
+                        FILE *fi;
+                        unsigned long flags = 0;
+                        snprintf(link, sizeof link, "%s/%s", dir, f->d_name);
+                        if (f->d_name[0] == '.' || stat(link, &t) < 0 || t.st_dev != st->st_dev || t.st_ino != st->st_ino)
+                                continue;
+                        snprintf(link, sizeof link, "/proc/%s/fdinfo/%s", p->d_name, f->d_name);
+                        fi = fopen(link, "re");
+                        if (!fi)
+                                continue;
+                        while (fgets(info, sizeof info, fi))
+                                if (sscanf(info, "flags: %lo", &flags) == 1)
+                                        break;
+                        fclose(fi);
+                        if (!(flags & O_PATH))
+                                n++;
+                }
+                closedir(fds);
+        }
+        return n;
+}
+
+/* No process holds name of the share open (the keeper closes a released handle's copy once its
+ * journal entry is removed: within 2 s). */
+static void assert_nothing_open(const char *name) {
+        _cleanup_free_ char *p = fe_harness_path(h, name);
+        struct stat st;
+        int n = 0;
+
+        ck_assert_int_eq(stat(p, &st), 0);
+        for (int k = 0; k < 200 && (n = open_files_of(&st)) > 0; k++)
+                usleep(10000);
+        ck_assert_msg(n == 0, "%d open files of %s left after the guest released all its handles", n, name);
+}
+
 START_TEST(test_plain_request_killed_at_each_step) {
         PlainCase k;
         unsigned step;
         _cleanup_free_ char *path = NULL;
-        struct fuse_entry_out e;
+        struct fuse_entry_out e, d;
         struct fuse_attr_out a;
         uint64_t fh = 0, dfh = 0;
         uint8_t buf[4096];
@@ -703,15 +764,19 @@ START_TEST(test_plain_request_killed_at_each_step) {
 
         plain_case(_i, &k, &step);
         ck_assert_int_eq(fe_harness_put_file(h, "file", "0123456789"), 0);
+        path = fe_harness_path(h, "dir");
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        free(path);
         path = fe_harness_path(h, "file");
         start_killing_at(step, plain_opcode[k]);
         first = fe_harness_serving_pid(h);
         if (k != PLAIN_LOOKUP)
                 ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "file", &e), 0);
-        if (k >= PLAIN_READ && k != PLAIN_READDIR && k != PLAIN_SETATTR && k != PLAIN_RELEASEDIR)
+        ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "dir", &d), 0);
+        if (k >= PLAIN_READ && k != PLAIN_READDIR && k != PLAIN_SETATTR && k != PLAIN_RELEASEDIR && k != PLAIN_OPENDIR)
                 ck_assert_int_eq(fe_fuse_open(c, e.nodeid, O_RDWR, &fh), 0);
         if (k == PLAIN_RELEASEDIR)
-                ck_assert_int_eq(fe_fuse_opendir(c, FUSE_ROOT_ID, &dfh), 0);
+                ck_assert_int_eq(fe_fuse_opendir(c, d.nodeid, &dfh), 0);
         switch (k) {
         case PLAIN_LOOKUP:
                 r = fe_fuse_lookup(c, FUSE_ROOT_ID, "file", &e);
@@ -743,7 +808,10 @@ START_TEST(test_plain_request_killed_at_each_step) {
                 r = fe_fuse_release(c, e.nodeid, fh, false);
                 break;
         case PLAIN_RELEASEDIR:
-                r = fe_fuse_release(c, FUSE_ROOT_ID, dfh, true);
+                r = fe_fuse_release(c, d.nodeid, dfh, true);
+                break;
+        case PLAIN_OPENDIR:
+                r = fe_fuse_opendir(c, d.nodeid, &dfh);
                 break;
         default:
                 ck_abort();
@@ -759,12 +827,21 @@ START_TEST(test_plain_request_killed_at_each_step) {
                 ck_assert_int_eq(fe_fuse_write(c, e.nodeid, fh, 0, "AB", 2), 2);
                 ck_assert_int_eq(fe_fuse_release(c, e.nodeid, fh, false), 0);
         }
+        if (k == PLAIN_OPENDIR) {
+                r = fe_fuse_readdir(c, false, d.nodeid, dfh, 0, buf, sizeof buf);
+                ck_assert_int_gt(r, 0);
+                ck_assert_int_eq(fe_fuse_release(c, d.nodeid, dfh, true), 0);
+        }
         if (k == PLAIN_RELEASE || k == PLAIN_RELEASEDIR) /* released once, whichever process did it */
                 ck_assert_int_eq(k == PLAIN_RELEASE ? fe_fuse_release(c, e.nodeid, fh, false)
-                                                     : fe_fuse_release(c, FUSE_ROOT_ID, dfh, true),
+                                                     : fe_fuse_release(c, d.nodeid, dfh, true),
                                  -EBADF);
         if (k == PLAIN_SETLK)
                 ck_assert_int_eq(test_host_lock_type(path, 0, 10), F_UNLCK);
+        /* Every handle the guest got is released: no open file of either is left in any process
+         * (the serving one, the keeper's copies), as none would be without the death. */
+        assert_nothing_open("file");
+        assert_nothing_open("dir");
         ck_assert_uint_eq(c->proto_errors, 0);
 }
 END_TEST
