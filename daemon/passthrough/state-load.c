@@ -16,6 +16,7 @@
 #include "beneath.h"
 #include "file-handle.h"
 #include "handle-map.h"
+#include "inode-fd-cache.h"
 #include "inode-fd.h"
 #include "inode-map.h"
 #include "locks.h"
@@ -34,6 +35,7 @@ typedef struct LoadCtx {
         /* Same host: node id -> 1 + the fd slot of one of its open files; and the nodes found
          * through one, which have no name. */
         GHashTable *open_files, *unnamed;
+        GHashTable *deleted; /* ids of the nodes restored whose file has no name left (nlink 0) */
 } LoadCtx;
 
 static int problem(PtStateReport *rep, int r, const char *fmt, ...) _printf_(3, 4);
@@ -190,6 +192,8 @@ static int load_node(LoadCtx *c, const StateNode *n) {
                 r = remember_inode_at(c->p, fd, &stx, n->id, n->nlookup, &i);
                 if (r < 0)
                         return problem(c->rep, r, "node %" PRIu64 ": %s", n->id, strerror(-r));
+                if (stx.stx_nlink == 0)
+                        g_hash_table_add(c->deleted, (gpointer) &n->id);
                 c->rep->nodes++;
                 return 0;
         }
@@ -281,9 +285,14 @@ static int name_restored(LoadCtx *c, const SessionState *s) {
                 const StateNode *x = session_state_node(s, k), *d;
                 _cleanup_(inode_unrefp) Inode *i = get_inode(c->p, x->id), *dir = NULL;
                 const char *full = g_hash_table_lookup(paths, &x->id), *slash;
-                if (!i || i->lost || i->handle || atomic_load_explicit(&i->parent, memory_order_relaxed) ||
-                    g_hash_table_contains(c->unnamed, &x->id))
-                        continue; /* not restored here, no fd to bound, or its name is another file's */
+                if (!i || i->lost || i->handle || atomic_load_explicit(&i->parent, memory_order_relaxed))
+                        continue; /* not restored here, or no fd to bound */
+                if (g_hash_table_contains(c->unnamed, &x->id)) { /* its name is another file's */
+                        c->rep->nodes_unnamed++;
+                        if (g_hash_table_contains(c->deleted, &x->id))
+                                fd_cache_named(inode_map_fd_cache(c->p->inodes), i);
+                        continue;
+                }
                 slash = full ? strrchr(full, '/') : NULL;
                 if (full && !slash)
                         dir = inode_ref(c->root);
@@ -294,10 +303,17 @@ static int name_restored(LoadCtx *c, const SessionState *s) {
                         if (dir && (dir->lost || dir->type != S_IFDIR))
                                 dir = (inode_unref(dir), NULL);
                 }
-                if (dir)
+                if (dir && !g_hash_table_contains(c->deleted, &x->id))
                         inode_map_set_path(i, dir, slash ? slash + 1 : full);
-                if (!atomic_load_explicit(&i->parent, memory_order_relaxed))
-                        c->rep->nodes_unnamed++;
+                if (atomic_load_explicit(&i->parent, memory_order_relaxed))
+                        continue;
+                c->rep->nodes_unnamed++;
+                /* A deleted file's node: in the clock of --max-inode-fds as it was in the process
+                 * before (where its removed name stayed, leading nowhere), evictable and ESTALE
+                 * once evicted. Outside it, each upgrade would add up to a clock's worth of such
+                 * fds. The others without a name (found through "..") keep theirs, as before. */
+                if (g_hash_table_contains(c->deleted, &x->id))
+                        fd_cache_named(inode_map_fd_cache(c->p->inodes), i);
         }
         return 0;
 }
@@ -405,8 +421,10 @@ int passthrough_state_load(Passthrough *p, const PtStateOptions *o, const Sessio
                                 g_hash_table_insert(open_files, (gpointer) &x->node, GINT_TO_POINTER(x->fd_slot + 1));
                 }
         }
+        g_autoptr(GHashTable) deleted = g_hash_table_new(g_int64_hash, g_int64_equal);
         c.open_files = open_files;
         c.unnamed = unnamed;
+        c.deleted = deleted;
         for (size_t k = 0; k < session_state_node_count(s); k++) { /* parents first */
                 r = load_node(&c, session_state_node(s, k));
                 if (r < 0)

@@ -7,6 +7,7 @@
  * vufsd was started from. */
 #define _GNU_SOURCE 1
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -427,6 +428,61 @@ START_TEST(test_many_open_files) {
 }
 END_TEST
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
+
+/* The fds a process holds now. */
+static int fd_count(pid_t pid) {
+        char dir[64];
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *e;
+        int n = 0;
+
+        snprintf(dir, sizeof dir, "/proc/%d/fd", (int) pid);
+        d = opendir(dir);
+        ck_assert_ptr_nonnull(d);
+        while ((e = readdir(d)))
+                n += e->d_name[0] != '.';
+        return n;
+}
+
+/* Nodes of files deleted on the host that the guest still holds (it has not forgotten them) have
+ * no name to be restored under: each upgrade hands their fds over, and the new process must keep
+ * them within --max-inode-fds as the old one did (evictable, ESTALE once evicted), not beside it:
+ * else every upgrade adds a clock's worth of fds until one is refused for want of fds. */
+START_TEST(test_deleted_nodes_bounded) {
+        enum { ROUNDS = 4, FILES = 100, MAX_FDS = 64 };
+        char bus_arg[600], out[4096];
+        const char *extra[] = { bus_arg, "--instance=up1", "--crash-restarts=5", "--max-inode-fds=64", NULL };
+        int fds[ROUNDS];
+
+        snprintf(bus_arg, sizeof bus_arg, "--bus=%s", bus_address);
+        ck_assert_int_eq(fe_harness_spawn_vufsd(h, extra), 0);
+        ck_assert_int_eq(fe_harness_session(h, &fe, &c), 0);
+        for (int round = 0; round < ROUNDS; round++) {
+                for (int i = 0; i < FILES; i++) {
+                        struct fuse_entry_out e;
+                        _cleanup_free_ char *path = NULL;
+                        char name[32];
+                        uint64_t fh;
+                        snprintf(name, sizeof name, "r%d-%03d", round, i);
+                        ck_assert_int_eq(fe_fuse_create(c, FUSE_ROOT_ID, name, O_RDWR, 0644, &e, &fh), 0);
+                        ck_assert_int_eq(fe_fuse_release(c, e.nodeid, fh, false), 0);
+                        path = fe_harness_path(h, name);
+                        ck_assert_int_eq(unlink(path), 0); /* on the host: the guest keeps its node */
+                }
+                install(binary((round + 1) % 2));
+                upgrade(out, sizeof out);
+                fds[round] = fd_count(fe_harness_serving_pid(h));
+        }
+        /* The clock holds at most MAX_FDS node fds whatever happens; a growth of a clock's worth
+         * per upgrade is the failure. */
+        ck_assert_msg(fds[ROUNDS - 1] - fds[0] < MAX_FDS / 2, "the serving process held %d, %d, %d, %d fds after upgrades",
+                      fds[0], fds[1], fds[2], fds[3]);
+        fprintf(stderr, "fds of the serving process after each upgrade: %d, %d, %d, %d\n", fds[0], fds[1], fds[2], fds[3]);
+        ck_assert_uint_eq(c->proto_errors, 0);
+}
+END_TEST
+
 /* A serving process that dies after an upgrade is replaced by the binary now installed, not by a
  * fork of the spawner's older code (a crash must not bring back what a security update replaced),
  * and the guest's session survives the death as it survives any (docs/survival.md). */
@@ -635,6 +691,7 @@ static Suite *upgrade_suite(void) {
         tcase_add_test(tc, test_upgrade_keeps_the_session);
         tcase_add_test(tc, test_upgrades_in_a_row);
         tcase_add_test(tc, test_many_open_files);
+        tcase_add_test(tc, test_deleted_nodes_bounded);
         tcase_add_test(tc, test_refused_save_serves_on);
         tcase_add_test(tc, test_locks_kept);
         tcase_add_test(tc, test_crash_after_upgrade_runs_installed);
