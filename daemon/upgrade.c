@@ -190,9 +190,11 @@ int upgrade_resume(Manager *m) {
         UpgradeRecord rec;
         int fds[KEEPER_MAX_FDS];
         /* The lock OFDs come in fd slots: their locks are held all along, nothing is pending
-         * (test-frontend-upgrade); were one, it would be retried as after a migration. */
+         * (test-frontend-upgrade); were one, it would be retried as after a migration. The same
+         * host: each node is checked to be the inode the stream names and found again by its
+         * name where it can be (state-load.c), as after a death. */
         PtStateOptions o = { .by_handle = passthrough_uses_handles(m->passthrough), .guest_error = true,
-                             .lock_timeout_usec = m->migration.opts.lock_timeout_usec };
+                             .same_host = true, .lock_timeout_usec = m->migration.opts.lock_timeout_usec };
         PtStateReport rep = {};
         char why[256] = "";
         size_t n_fds = 0;

@@ -25,10 +25,12 @@ typedef struct PtStateOptions {
         /* --migration-on-error=guest-error: a node or handle the destination cannot find becomes one
          * whose every use fails (EIO for nodes, EBADF for handles) instead of failing the load. */
         bool guest_error;
-        /* The session of a process of this daemon that died, on this very host (crash survival):
-         * a node found by name must be the inode the record names (device and inode number), and
-         * a node or handle not found is left out (unknown: ESTALE and EBADF, so that the guest
-         * looks it up again) rather than kept answering EIO. */
+        /* The session of a process of this daemon that died or handed over, on this very host
+         * (crash survival, live upgrade): a node must be the inode the record names (device and
+         * inode number), is found by its name where that still leads to it even when its fd came
+         * along (that fd lies on the previous process's copy of the share's mount), else through
+         * its fd or one of its open files; a node or handle not found is left out (unknown:
+         * ESTALE and EBADF, so that the guest looks it up again) rather than kept answering EIO. */
         bool same_host;
         /* --migration-lock-timeout: how long a lock the load finds held on this host (pending) is
          * retried before it is lost (locks.c). */

@@ -69,13 +69,63 @@ static bool same_handle(const StateNode *n, const struct file_handle *h) {
                memcmp(h->f_handle, n->handle, n->handle_len) == 0;
 }
 
-/* An O_PATH fd of the file node n names (charged to the budget), checked to be of its type. */
-static int locate(LoadCtx *c, const StateNode *n, struct statx *stx) {
+/* An O_PATH fd of what n's name in its restored parent leads to now (charged to the budget);
+ * report: say why not in the report's first problem. */
+static int open_by_name(LoadCtx *c, const StateNode *n, bool report) {
         _cleanup_(inode_unrefp) Inode *parent = NULL;
         _cleanup_(inode_fd_done) InodeFd pf = INODE_FD_NULL;
         int fd, r;
 
+        if (!n->name)
+                return report ? problem(c->rep, -ENOENT, "node %" PRIu64 ": the source found no path for it", n->id)
+                              : -ENOENT;
+        parent = n->parent == STATE_ROOT_ID ? inode_ref(c->root) : get_inode(c->p, n->parent);
+        if (!parent)
+                return report ? problem(c->rep, -ENOENT, "node %" PRIu64 ": its parent %" PRIu64 " is missing", n->id,
+                                        n->parent)
+                              : -ENOENT;
+        r = inode_fd(c->p, parent, &pf, NULL);
+        if (r < 0)
+                return report ? problem(c->rep, r, "node %" PRIu64 ": its parent %" PRIu64 " was not found", n->id,
+                                        n->parent)
+                              : r;
+        fd = beneath_open_path(&c->p->budget, pf.fd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && report)
+                return problem(c->rep, fd, "node %" PRIu64 ": %s: %s", n->id, n->name, strerror(-fd));
+        return fd;
+}
+
+/* Whether fd (its statx in *stx) is the file n names on this host: its device, inode number and
+ * type. */
+static bool is_node(int fd, const StateNode *n, struct statx *stx) {
+        InodeKey k;
+
+        if (statx_fd(fd, stx) < 0)
+                return false;
+        k = inode_key_from_statx(stx);
+        return k.dev == n->dev && k.ino == n->ino && (stx->stx_mode & S_IFMT) == n->type;
+}
+
+/* An O_PATH fd of the file node n names (charged to the budget), checked to be of its type. */
+static int locate(LoadCtx *c, const StateNode *n, struct statx *stx) {
+        int fd, r;
+
         fd = take_slot(c, n->fd_slot);
+        /* On this host, a node handed over with its fd (live upgrade) is found again by its name
+         * where that still leads to it, and the fd handed over serves only where not (a file
+         * deleted or moved meanwhile). That fd lies on the previous process's copy of the share's
+         * mount (each serving process has a mount namespace of its own): a node keyed by that
+         * mount's id is not the one this process's lookups find (a second node for a known name),
+         * and its subdirectories would look like submounts. */
+        if (fd >= 0 && c->o->same_host && n->name) {
+                struct statx here;
+                int alt = open_by_name(c, n, false);
+                if (alt >= 0 && is_node(alt, n, &here)) {
+                        fd_budget_close(&c->p->budget, fd);
+                        fd = alt;
+                } else if (alt >= 0)
+                        fd_budget_close(&c->p->budget, alt);
+        }
         if (fd == -1 && c->o->by_handle) {
                 FileHandleBuf hb = {};
                 struct statx rs;
@@ -98,23 +148,8 @@ static int locate(LoadCtx *c, const StateNode *n, struct statx *stx) {
                         return problem(c->rep, fd, "node %" PRIu64 ": its file handle does not open (%s)", n->id,
                                        strerror(-fd));
                 }
-        } else if (fd == -1) {
-                if (!n->name)
-                        return problem(c->rep, -ENOENT, "node %" PRIu64 ": the source found no path for it", n->id);
-                if (n->parent == STATE_ROOT_ID)
-                        parent = inode_ref(c->root);
-                else
-                        parent = get_inode(c->p, n->parent);
-                if (!parent)
-                        return problem(c->rep, -ENOENT, "node %" PRIu64 ": its parent %" PRIu64 " is missing", n->id,
-                                       n->parent);
-                r = inode_fd(c->p, parent, &pf, NULL);
-                if (r < 0)
-                        return problem(c->rep, r, "node %" PRIu64 ": its parent %" PRIu64 " was not found", n->id, n->parent);
-                fd = beneath_open_path(&c->p->budget, pf.fd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0)
-                        return problem(c->rep, fd, "node %" PRIu64 ": %s: %s", n->id, n->name, strerror(-fd));
-        }
+        } else if (fd == -1)
+                fd = open_by_name(c, n, true);
         if (fd < 0)
                 return fd;
         r = statx_fd(fd, stx);

@@ -312,6 +312,21 @@ START_TEST(test_upgrade_keeps_the_session) {
                 ck_assert_str_eq(content, "ABCDEF6789");
         }
         ck_assert_int_eq(fe_fuse_lookup(c, ed.nodeid, "entry-07", &e), 0);
+        /* A name looked up again is the node the guest has (not a second one: the new process's
+         * copy of the share's mount against the old one's fds), and no directory is a submount. */
+        {
+                struct fuse_entry_out again, sub;
+                ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "data", &again), 0);
+                ck_assert_uint_eq(again.nodeid, ef.nodeid);
+                ck_assert_int_eq(fe_fuse_lookup(c, FUSE_ROOT_ID, "dir", &again), 0);
+                ck_assert_uint_eq(again.nodeid, ed.nodeid);
+                ck_assert(!(again.attr.flags & FUSE_ATTR_SUBMOUNT));
+                ck_assert_int_eq(fe_fuse_mkdir(c, ed.nodeid, "sub", 0755, &sub), 0);
+                ck_assert(!(sub.attr.flags & FUSE_ATTR_SUBMOUNT));
+                ck_assert_int_eq(fe_fuse_lookup(c, ed.nodeid, "sub", &again), 0);
+                ck_assert_uint_eq(again.nodeid, sub.nodeid);
+                ck_assert_int_eq(fe_fuse_rmdir(c, ed.nodeid, "sub"), 0);
+        }
         /* The listing goes on from where it was: every name once. */
         for (;;) {
                 n = fe_fuse_readdir(c, false, ed.nodeid, dfh, off, buf, 512);
