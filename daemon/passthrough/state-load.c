@@ -106,50 +106,59 @@ static bool is_node(int fd, const StateNode *n, struct statx *stx) {
         return k.dev == n->dev && k.ino == n->ino && (stx->stx_mode & S_IFMT) == n->type;
 }
 
+/* An O_PATH fd of what n's file handle opens now, on the share's filesystem only (charged to the
+ * budget); report: say why not in the report's first problem. */
+static int open_by_handle(LoadCtx *c, const StateNode *n, bool report) {
+        FileHandleBuf hb = {};
+        struct statx rs;
+        int fd, r;
+
+        if (n->handle_len == 0)
+                return report ? problem(c->rep, -ENOENT, "node %" PRIu64 ": no file handle in the state", n->id) : -ENOENT;
+        hb.fh.handle_bytes = n->handle_len;
+        hb.fh.handle_type = (int) n->handle_type;
+        memcpy(hb.fh.f_handle, n->handle, n->handle_len);
+        r = statx_fd(c->root_fd, &rs);
+        if (r < 0)
+                return r;
+        if (!fd_budget_take(&c->p->budget))
+                return -ENFILE;
+        /* On the share's filesystem only: the device is the root's, the inode number the source's. */
+        fd = file_handle_open_checked(c->mount_fd, &hb.fh, makedev(rs.stx_dev_major, rs.stx_dev_minor), n->ino, O_PATH,
+                                      NULL);
+        if (fd < 0) {
+                fd_budget_release(&c->p->budget);
+                if (report)
+                        return problem(c->rep, fd, "node %" PRIu64 ": its file handle does not open (%s)", n->id,
+                                       strerror(-fd));
+        }
+        return fd;
+}
+
 /* An O_PATH fd of the file node n names (charged to the budget), checked to be of its type. */
 static int locate(LoadCtx *c, const StateNode *n, struct statx *stx) {
         int fd, r;
 
         fd = take_slot(c, n->fd_slot);
-        /* On this host, a node handed over with its fd (live upgrade) is found again by its name
-         * where that still leads to it, and the fd handed over serves only where not (a file
-         * deleted or moved meanwhile). That fd lies on the previous process's copy of the share's
-         * mount (each serving process has a mount namespace of its own): a node keyed by that
-         * mount's id is not the one this process's lookups find (a second node for a known name),
-         * and its subdirectories would look like submounts. */
-        if (fd >= 0 && c->o->same_host && n->name) {
+        /* On this host, a node handed over with its fd (live upgrade) is found again in this
+         * process by its name or its file handle where that still leads to it, and the fd handed
+         * over serves only where not (a file deleted or moved meanwhile). That fd lies on the
+         * previous process's copy of the share's mount (each serving process has a mount
+         * namespace of its own): a node keyed by that mount's id is not the one this process's
+         * lookups find (a second node for a known name), its subdirectories would look like
+         * submounts, and in file-handles mode that mount is none this process may open handles
+         * on. */
+        if (fd >= 0 && c->o->same_host && (n->name || (c->o->by_handle && n->handle_len > 0))) {
                 struct statx here;
-                int alt = open_by_name(c, n, false);
+                int alt = n->name ? open_by_name(c, n, false) : open_by_handle(c, n, false);
                 if (alt >= 0 && is_node(alt, n, &here)) {
                         fd_budget_close(&c->p->budget, fd);
                         fd = alt;
                 } else if (alt >= 0)
                         fd_budget_close(&c->p->budget, alt);
         }
-        if (fd == -1 && c->o->by_handle) {
-                FileHandleBuf hb = {};
-                struct statx rs;
-                if (n->handle_len == 0)
-                        return problem(c->rep, -ENOENT, "node %" PRIu64 ": no file handle in the state", n->id);
-                hb.fh.handle_bytes = n->handle_len;
-                hb.fh.handle_type = (int) n->handle_type;
-                memcpy(hb.fh.f_handle, n->handle, n->handle_len);
-                r = statx_fd(c->root_fd, &rs);
-                if (r < 0)
-                        return r;
-                if (!fd_budget_take(&c->p->budget))
-                        return -ENFILE;
-                /* On the share's filesystem only: the device is the root's, the inode number the
-                 * source's. */
-                fd = file_handle_open_checked(c->mount_fd, &hb.fh, makedev(rs.stx_dev_major, rs.stx_dev_minor), n->ino,
-                                              O_PATH, NULL);
-                if (fd < 0) {
-                        fd_budget_release(&c->p->budget);
-                        return problem(c->rep, fd, "node %" PRIu64 ": its file handle does not open (%s)", n->id,
-                                       strerror(-fd));
-                }
-        } else if (fd == -1)
-                fd = open_by_name(c, n, true);
+        if (fd == -1)
+                fd = c->o->by_handle ? open_by_handle(c, n, true) : open_by_name(c, n, true);
         if (fd < 0)
                 return fd;
         r = statx_fd(fd, stx);
