@@ -434,10 +434,11 @@ static void take_over_here(void) {
                 die("manager_new");
         r = survive_resume(S.m);
         if (r <= 0) {
-                if (r < 0 && !S.poisoned)
+                if (r < 0 && !S.poisoned) {
+                        fprintf(stderr, "fuzz-survive: survive_resume(): %s\n", strerror(-r));
                         keeper_records(true);
-                if (r < 0 && !S.poisoned)
                         die("the takeover failed on records nobody poisoned");
+                }
                 S.over = true;
         }
 }
