@@ -325,7 +325,7 @@ int keeper_journal_del(uint64_t a, uint64_t b) {
                 return -ENOTCONN;
         memcpy(msg + 1, &a, 8);
         memcpy(msg + 9, &b, 8);
-        return send(ctl, msg, sizeof msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
+        return keeper_send_fds(ctl, &(struct iovec) { msg, sizeof msg }, 1, NULL, 0);
 }
 
 static int send_tag(uint8_t tag) {
@@ -333,7 +333,7 @@ static int send_tag(uint8_t tag) {
 
         if (ctl < 0)
                 return -ENOTCONN;
-        return send(ctl, &tag, 1, MSG_NOSIGNAL) < 0 ? -errno : 0;
+        return keeper_send_fds(ctl, &(struct iovec) { &tag, 1 }, 1, NULL, 0);
 }
 
 int keeper_journal_reset(void) {
@@ -371,11 +371,12 @@ int keeper_journal_fetch(int (*fn)(uint64_t a, uint64_t b, const uint8_t *data, 
                 ssize_t n;
 
                 memcpy(req + 1, &from, 4);
-                if (send(ctl, req, sizeof req, MSG_NOSIGNAL) != sizeof req)
-                        return -errno;
-                n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+                r = keeper_send_fds(ctl, &(struct iovec) { req, sizeof req }, 1, NULL, 0);
+                if (r < 0)
+                        return r;
+                n = keeper_recv(ctl, &mh);
                 if (n < 0)
-                        return -errno;
+                        return (int) n;
                 for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
                         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
                                 for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {

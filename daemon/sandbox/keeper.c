@@ -95,9 +95,21 @@ int keeper_send_fds(int sock, const struct iovec *iov, size_t n_iov, const int *
                 c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
                 memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
         }
-        if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
-                return -errno;
+        /* SEQPACKET: interrupted, nothing went; sent again rather than a record lost. */
+        while (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
+                if (errno != EINTR)
+                        return -errno;
         return 0;
+}
+
+ssize_t keeper_recv(int sock, struct msghdr *mh) {
+        ssize_t n;
+
+        /* The answer comes whatever interrupted the wait: read now, or the next fetch takes it. */
+        while ((n = recvmsg(sock, mh, MSG_CMSG_CLOEXEC)) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return n;
 }
 
 /* The list slot: a store empties it and adds its fds, an append adds them, a fetch (the slot
@@ -191,11 +203,11 @@ static int fetch_from(unsigned slot, uint32_t from, void *buf, size_t size, int 
         if (ctl < 0)
                 return -ENOTCONN;
         memcpy(hdr + 2, &from, sizeof from);
-        if (send(ctl, hdr, sizeof hdr, MSG_NOSIGNAL) != sizeof hdr)
-                return -errno;
-        n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+        n = keeper_send_fds(ctl, &(struct iovec) { hdr, sizeof hdr }, 1, NULL, 0);
+        if (n >= 0)
+                n = keeper_recv(ctl, &mh);
         if (n < 0)
-                return -errno;
+                return (int) n;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
                 if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                         int *f = (int *) CMSG_DATA(c);

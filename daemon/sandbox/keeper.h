@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define KEEPER_SLOTS 4
 #define KEEPER_MAX_RECORD 16384
@@ -71,9 +72,14 @@ bool keeper_journal_handle(int ctl, const uint8_t *p, size_t n, int *fds, size_t
 void keeper_journal_fail(void);
 void keeper_journal_clear(void);
 
-/* One message with fds (borrowed) on a SEQPACKET socket: whole or not at all. */
+/* One message with fds (borrowed) on a SEQPACKET socket: whole or not at all. Both retry when a
+ * signal interrupts them (EINTR): a fetch that gave up would leave the keeper's answer in the
+ * channel, and the next fetch would take it for its own. */
 struct iovec;
+struct msghdr;
 int keeper_send_fds(int sock, const struct iovec *iov, size_t n_iov, const int *fds, size_t n_fds);
+/* One message and its fds (MSG_CMSG_CLOEXEC) into mh: its length, or -errno. */
+ssize_t keeper_recv(int sock, struct msghdr *mh);
 
 /* ---- the serving process's side ---- */
 

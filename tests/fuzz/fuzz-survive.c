@@ -127,8 +127,28 @@ static void die(const char *why) {
         abort();
 }
 
+static void on_signal(int sig) {
+}
+
+/* VUFSD_FUZZ_SIGNALS=1: a signal every 7 ms whose handler does not restart system calls, as
+ * libFuzzer's alarm (every 6 s) does not: every wait of the code in this process (the takeover's
+ * fetches from the keeper above all) must go on after EINTR. */
+static void signal_storm(void) {
+        struct sigaction sa = { .sa_handler = on_signal };
+        struct sigevent sev = { .sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGPROF };
+        struct itimerspec every = { { 0, 7000000 }, { 0, 7000000 } };
+        timer_t t;
+
+        if (sigaction(SIGPROF, &sa, NULL) < 0 || timer_create(CLOCK_MONOTONIC, &sev, &t) < 0 ||
+            timer_settime(t, 0, &every, NULL) < 0)
+                abort();
+}
+
 static void setup(void) {
         static KillPlan *plan;
+
+        if (getenv("VUFSD_FUZZ_SIGNALS"))
+                signal_storm();
 
         fuzz_quiet_logging();
         (void) fuzz_shared_dir();
@@ -434,10 +454,11 @@ static void take_over_here(void) {
                 die("manager_new");
         r = survive_resume(S.m);
         if (r <= 0) {
-                if (r < 0 && !S.poisoned)
+                if (r < 0 && !S.poisoned) {
+                        fprintf(stderr, "fuzz-survive: survive_resume(): %s\n", strerror(-r));
                         keeper_records(true);
-                if (r < 0 && !S.poisoned)
                         die("the takeover failed on records nobody poisoned");
+                }
                 S.over = true;
         }
 }

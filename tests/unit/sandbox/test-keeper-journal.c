@@ -1,15 +1,20 @@
 /* test-keeper-journal.c: the keeper's session journal (keeper.h, keeper-journal.c) through a real
  * SEQPACKET channel, a thread playing the supervisor's loop: entries replaced, removed, cleared and
  * fetched in batches with their fds; the bounds and a hostile message make it broken, which a fetch
- * reports and a clear ends. */
+ * reports and a clear ends. And the serving side's fetches (journal and record slots) interrupted
+ * by a signal: they wait on for their own answer. */
 #define _GNU_SOURCE 1
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "keeper.h"
@@ -19,6 +24,42 @@
 
 static int chan[2] = { -1, -1 };
 static pthread_t sup;
+
+/* test_fetch_interrupted(): the next fetch the supervisor reads is answered only after a signal
+ * interrupted the fetching thread's wait for the answer. */
+static atomic_bool interrupt_next, signalled;
+static pthread_t fetcher;
+static pid_t fetcher_tid;
+
+static void on_signal(int sig) {
+        atomic_store(&signalled, true);
+}
+
+/* Whether thread tid is blocked in recvmsg() (its /proc syscall file starts with the number). */
+static bool in_recvmsg(pid_t tid) {
+        char path[64], line[64] = "", want[16];
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int) tid);
+        f = fopen(path, "re");
+        if (!f)
+                return false;
+        if (!fgets(line, sizeof line, f))
+                line[0] = 0;
+        fclose(f);
+        snprintf(want, sizeof want, "%d ", (int) SYS_recvmsg);
+        return strncmp(line, want, strlen(want)) == 0;
+}
+
+static void interrupt_fetcher(void) {
+        while (!in_recvmsg(fetcher_tid))
+                usleep(1000);
+        atomic_store(&signalled, false);
+        ck_assert_int_eq(pthread_kill(fetcher, SIGUSR1), 0);
+        /* The handler has run: the wait was interrupted before any answer was there. */
+        while (!atomic_load(&signalled))
+                usleep(1000);
+}
 
 /* The supervisor's side: every message through keeper_handle(), as sandbox.c's relay does. */
 static void *supervisor(void *arg) {
@@ -41,6 +82,8 @@ static void *supervisor(void *arg) {
                 for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
                         for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
                                 fds[n_fds++] = ((int *) CMSG_DATA(c))[i];
+                if ((buf[0] == KEEPER_TAG_FETCH || buf[0] == KEEPER_TAG_JFETCH) && atomic_exchange(&interrupt_next, false))
+                        interrupt_fetcher();
                 ck_assert(keeper_handle(chan[1], buf, (size_t) n, fds, n_fds));
         }
         keeper_clear();
@@ -211,6 +254,39 @@ START_TEST(test_staged_until_commit) {
 }
 END_TEST
 
+/* A signal whose handler does not restart system calls (libFuzzer's alarm in fuzz-survive) while
+ * the serving process waits for the keeper's answer: the fetch waits on and gets it. Given up
+ * instead (-EINTR), the answer stayed in the channel and the next fetch took it for its own: a
+ * takeover refused records nobody had changed (docs/fuzzing.md). */
+START_TEST(test_fetch_interrupted) {
+        struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART */
+        uint8_t buf[64];
+        int fds[KEEPER_MAX_FDS];
+        size_t n_fds;
+
+        ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+        fetcher = pthread_self();
+        fetcher_tid = gettid();
+        ck_assert_int_eq(keeper_store(KEEPER_SLOT_DEVICE, "device", 6, NULL, 0), 0);
+        ck_assert_int_eq(keeper_store(KEEPER_SLOT_SESSION, "session", 7, NULL, 0), 0);
+        ck_assert_int_eq(keeper_journal_put(1, 0, "one", 3, -1), 0);
+
+        atomic_store(&interrupt_next, true);
+        ck_assert_int_eq(fetch(), 0);
+        ck_assert(atomic_load(&signalled));
+        ck_assert_uint_eq(got.n, 1);
+        ck_assert_str_eq(got.data[0], "one");
+
+        atomic_store(&interrupt_next, true);
+        ck_assert_int_eq(keeper_fetch(KEEPER_SLOT_SESSION, buf, sizeof buf, fds, KEEPER_MAX_FDS, &n_fds), 7);
+        ck_assert(atomic_load(&signalled));
+        ck_assert_mem_eq(buf, "session", 7);
+        /* The next fetch gets its own answer. */
+        ck_assert_int_eq(keeper_fetch(KEEPER_SLOT_DEVICE, buf, sizeof buf, fds, KEEPER_MAX_FDS, &n_fds), 6);
+        ck_assert_mem_eq(buf, "device", 6);
+}
+END_TEST
+
 static Suite *journal_suite(void) {
         Suite *s = suite_create("keeper-journal");
         TCase *tc = tcase_create("journal");
@@ -221,6 +297,7 @@ static Suite *journal_suite(void) {
         tcase_add_test(tc, test_batches);
         tcase_add_test(tc, test_broken_until_clear);
         tcase_add_test(tc, test_staged_until_commit);
+        tcase_add_test(tc, test_fetch_interrupted);
         suite_add_tcase(s, tc);
         return s;
 }
