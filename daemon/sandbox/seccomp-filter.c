@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <seccomp.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -234,6 +235,12 @@ int seccomp_install(SyscallFilter f, bool file_handles, bool make_handles) {
         if (r < 0)
                 goto out;
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+        if (r < 0)
+                goto out;
+        /* One ioctl: how many bytes the vhost-user socket holds (vhost-user.c takes a message
+         * off it only once it is all there, so that a death never leaves half of one). Every
+         * other request, on any fd (a terminal's, a device's), stays refused. */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, FIONREAD));
         if (r < 0)
                 goto out;
         /* credentials.c gives a request thread its own umask; no other namespace may be made. */

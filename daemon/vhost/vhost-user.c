@@ -3,7 +3,11 @@
 
 #include <endian.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
+#include <linux/sockios.h>
 
 #include "guest-memory.h" /* GUEST_MEMORY_MAX_REGIONS */
 #include "log.h"
@@ -71,22 +75,56 @@ static int read_full(int fd, void *buf, size_t len) {
         return 0;
 }
 
+/* Waits until len bytes are queued on the stream fd, or the frontend stopped writing, at most
+ * about a second (a frontend that wrote part of a message and stalls is then read as before:
+ * blocking on the rest). */
+static void wait_queued(int fd, size_t len) {
+        for (unsigned k = 0; k < 1000; k++) {
+                struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+                int queued = 0;
+                if (ioctl(fd, SIOCINQ, &queued) < 0 || queued < 0 || (size_t) queued >= len)
+                        return;
+                if (poll(&p, 1, 0) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+                        return; /* nothing more will come */
+                (void) usleep(1000);
+        }
+}
+
 int vhost_user_recv(int fd, VhostUserMsg *msg) {
         union {
                 struct cmsghdr align;
                 uint8_t buf[CMSG_SPACE(VHOST_USER_MAX_FDS * sizeof(int))];
         } control;
-        struct iovec iov = { &msg->hdr, sizeof msg->hdr };
+        struct iovec iov[2] = { { &msg->hdr, sizeof msg->hdr }, { &msg->payload, 0 } };
         struct msghdr mh = {
-                .msg_iov = &iov,
+                .msg_iov = iov,
                 .msg_iovlen = 1,
                 .msg_control = &control,
                 .msg_controllen = sizeof control,
         };
+        VhostUserHeader peek;
+        size_t got_payload = 0;
         ssize_t n;
         int r;
 
         msg->n_fds = 0;
+        /* The message is taken off the socket in one call once it is all there: a serving process
+         * that dies while it waits for a payload (its frontend wrote the header first) has taken
+         * nothing, and the one that takes over (docs/survival.md) reads the message whole, not
+         * its payload as the next header. So the header is peeked first (no fds: they stay with
+         * the message), for the size. QEMU writes a message at once: nothing to wait for. */
+        do
+                n = recv(fd, &peek, sizeof peek, MSG_PEEK | MSG_WAITALL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return negative_errno();
+        if (n == 0)
+                return -ECONNRESET;
+        if ((size_t) n == sizeof peek && peek.size <= sizeof msg->payload) {
+                wait_queued(fd, sizeof peek + peek.size);
+                iov[1].iov_len = peek.size;
+                mh.msg_iovlen = 2;
+        }
         do
                 n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
         while (n < 0 && errno == EINTR);
@@ -94,6 +132,8 @@ int vhost_user_recv(int fd, VhostUserMsg *msg) {
                 return negative_errno();
         if (n == 0)
                 return -ECONNRESET;
+        if ((size_t) n > sizeof msg->hdr)
+                got_payload = (size_t) n - sizeof msg->hdr;
 
         /* Collect fds first so they are closed whatever else is wrong with the message. */
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
@@ -131,8 +171,15 @@ int vhost_user_recv(int fd, VhostUserMsg *msg) {
                 r = -EBADMSG;
                 goto fail;
         }
-        memset(&msg->payload, 0, sizeof msg->payload);
-        r = read_full(fd, &msg->payload, msg->hdr.size);
+        /* The payload read with the header is the size the peek saw, which is this header's; the
+         * rest of it (a message split where the kernel stops a read: after the part with the fds)
+         * comes now. */
+        if (got_payload > msg->hdr.size) {
+                r = -EBADMSG;
+                goto fail;
+        }
+        memset((uint8_t *) &msg->payload + got_payload, 0, sizeof msg->payload - got_payload);
+        r = read_full(fd, (uint8_t *) &msg->payload + got_payload, msg->hdr.size - got_payload);
         if (r < 0)
                 goto fail;
         return 0;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
@@ -106,6 +107,21 @@ static void do_thread(void) {
         /* clone3 answers ENOSYS, glibc falls back to clone(CLONE_THREAD) */
         if (pthread_create(&t, NULL, thread_main, (void *) 42) != 0 || pthread_join(t, &ret) != 0 || ret != (void *) 42)
                 _exit(93);
+}
+
+/* How many bytes a socket holds (vhost-user.c): the one ioctl allowed. The socket pair is made
+ * before the filter (which allows no new socket) and holds 3 bytes. */
+static int fionread_sv[2] = { -1, -1 };
+static void do_fionread(void) {
+        int n = -1;
+        if (ioctl(fionread_sv[0], FIONREAD, &n) < 0 || n != 3)
+                _exit(94);
+}
+
+/* Any other ioctl, here a terminal's. */
+static void do_other_ioctl(void) {
+        struct winsize ws;
+        (void) ioctl(0, TIOCGWINSZ, &ws);
 }
 
 static void do_sysinfo(void) {
@@ -262,6 +278,12 @@ START_TEST(test_allowed_calls_work) {
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
         st = run_filtered(SYSCALL_FILTER_KILL, do_thread, NULL, 0);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "threads: status 0x%x", st);
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fionread_sv), 0);
+        ck_assert_int_eq(write(fionread_sv[1], "abc", 3), 3);
+        st = run_filtered(SYSCALL_FILTER_KILL, do_fionread, NULL, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "FIONREAD: status 0x%x", st);
+        close(fionread_sv[0]);
+        close(fionread_sv[1]);
 }
 END_TEST
 
@@ -277,6 +299,7 @@ START_TEST(test_kill) {
         assert_killed(SYSCALL_FILTER_KILL, do_unshare_ns, "unshare(CLONE_NEWNS)");
         assert_killed(SYSCALL_FILTER_KILL, do_execve, "execve");
         assert_killed(SYSCALL_FILTER_KILL, do_ptrace, "ptrace");
+        assert_killed(SYSCALL_FILTER_KILL, do_other_ioctl, "ioctl(TIOCGWINSZ)");
 }
 END_TEST
 

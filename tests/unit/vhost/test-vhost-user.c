@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -375,6 +377,55 @@ START_TEST(test_dead_frontend) {
 }
 END_TEST
 
+/* A process that dies while a message it started to read is not all there (a frontend that wrote
+ * the header first) consumed none of it: the process taking over reads that message whole, with
+ * its fd, and not its payload as the next header (crash survival, docs/survival.md). */
+START_TEST(test_reader_killed_mid_message) {
+        struct {
+                VhostUserHeader h;
+                uint64_t v;
+        } m = { .h = { .request = VHOST_USER_SET_VRING_KICK, .flags = VHOST_USER_VERSION, .size = sizeof(uint64_t) },
+                .v = 3 };
+        union {
+                struct cmsghdr align;
+                uint8_t buf[CMSG_SPACE(sizeof(int))];
+        } control = { 0 };
+        struct iovec iov = { &m.h, sizeof m.h };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof control };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        VhostUserMsg got;
+        int p[2], status;
+        pid_t reader;
+
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &p[0], sizeof(int));
+        ck_assert_int_eq(sendmsg(sv[1], &mh, 0), (ssize_t) sizeof m.h); /* the header and the fd */
+        reader = fork();
+        ck_assert_int_ge(reader, 0);
+        if (reader == 0) {
+                VhostUserMsg lost;
+                (void) vhost_user_recv(sv[0], &lost);
+                _exit(0);
+        }
+        usleep(100000); /* the reader waits for the payload */
+        ck_assert_int_eq(kill(reader, SIGKILL), 0);
+        ck_assert_int_eq(waitpid(reader, &status, 0), reader);
+        ck_assert(WIFSIGNALED(status));
+        ck_assert_int_eq(write(sv[1], &m.v, sizeof m.v), (ssize_t) sizeof m.v);
+        ck_assert_int_eq(vhost_user_recv(sv[0], &got), 0);
+        ck_assert_uint_eq(got.hdr.request, VHOST_USER_SET_VRING_KICK);
+        ck_assert_uint_eq(got.hdr.size, sizeof(uint64_t));
+        ck_assert_uint_eq(got.payload.u64, 3);
+        ck_assert_uint_eq(got.n_fds, 1);
+        vhost_user_msg_close_fds(&got);
+        close(p[0]);
+        close(p[1]);
+}
+END_TEST
+
 static void add_tests(Suite *s) {
         TCase *tc = tcase_create("vhost-user");
         tcase_add_checked_fixture(tc, setup, teardown);
@@ -384,6 +435,7 @@ static void add_tests(Suite *s) {
         tcase_add_test(tc, test_refused_before_backend);
         tcase_add_test(tc, test_vring_fds);
         tcase_add_test(tc, test_dead_frontend);
+        tcase_add_test(tc, test_reader_killed_mid_message);
         suite_add_tcase(s, tc);
 }
 
