@@ -192,29 +192,19 @@ static int locate(LoadCtx *c, const StateNode *n, struct statx *stx) {
  * checked as locate() checks, or -ENOENT. The node keeps the file its open files are, as it would
  * without the death; it has no name (name_restored() skips it: that name is another file now). */
 static int locate_through_open_file(LoadCtx *c, const StateNode *n, struct statx *stx) {
+        gpointer slot = c->open_files ? g_hash_table_lookup(c->open_files, &n->id) : NULL;
+        int32_t k = GPOINTER_TO_INT(slot) - 1; /* -1: none */
         char name[16];
-        int fd, r;
+        int fd;
 
-        if (!c->open_files)
-                return -ENOENT;
-        gpointer slot = g_hash_table_lookup(c->open_files, &n->id);
-        if (!slot)
-                return -ENOENT;
-        int32_t k = GPOINTER_TO_INT(slot) - 1;
         if (k < 0 || (size_t) k >= c->n_fds || c->fds[k] < 0)
                 return -ENOENT;
         proc_name(name, c->fds[k]);
         /* Following the magic link: the open file's inode, not the link. */
         fd = fd_budget_openat(&c->p->budget, c->p->proc_self_fd, name, O_PATH | O_CLOEXEC, 0);
-        if (fd < 0)
-                return fd;
-        r = statx_fd(fd, stx);
-        if (r >= 0 && (inode_key_from_statx(stx).dev != n->dev || inode_key_from_statx(stx).ino != n->ino ||
-                       (stx->stx_mode & S_IFMT) != n->type))
-                r = -ESTALE;
-        if (r < 0) {
+        if (fd >= 0 && !is_node(fd, n, stx)) {
                 fd_budget_close(&c->p->budget, fd);
-                return r;
+                return -ESTALE;
         }
         return fd;
 }
